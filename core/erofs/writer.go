@@ -1,0 +1,284 @@
+// Package erofs writes uncompressed EROFS images that gVisor's EROFS
+// implementation can mount, mmap and exec from.
+//
+// The writer is built for streaming OCI layers: file contents are appended
+// to the image as the layers are read (AddFile), and the metadata is written
+// once the tree is complete (Finish). Every byte of content is written once;
+// content that a later layer deleted or replaced is squeezed out in Finish.
+//
+// What gVisor's reader accepts shapes the format: 4 KiB blocks, extended
+// inodes only, regular files in the flat-plain layout (inline tails break
+// mmap and exec), no compression, no chunks and no on-disk xattrs (an inode
+// with xattrs is ENOTSUP). Directories and symlinks keep their tail inline in
+// the metadata block, which gVisor and Linux both read.
+//
+// Images are deterministic: the same tree and the same sequence of AddFile
+// calls give the same bytes. Runs of zero blocks are left as holes in the
+// host file.
+package erofs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/fstree"
+)
+
+// copyBufferSize is the unit in which content is read from layers and
+// written to the image.
+const copyBufferSize = 1 << 20
+
+// maxBlocks bounds the image: block addresses are 32 bits.
+const maxBlocks = math.MaxUint32
+
+var zeroBlock [BlockSize]byte
+
+// extent is a run of data blocks written by AddFile.
+type extent struct {
+	start   uint32 // first block
+	nblocks uint32
+}
+
+// Options are the image-wide values that do not come from the tree.
+type Options struct {
+	// BuildTime is recorded in the superblock.
+	BuildTime fstree.Timespec
+	// UUID identifies the filesystem.
+	UUID [16]byte
+	// VolumeName is the label, at most 16 bytes.
+	VolumeName string
+}
+
+// Stats describes a finished image.
+type Stats struct {
+	Inodes      uint64
+	Blocks      uint32
+	DataBlocks  uint32
+	DeadBlocks  uint32 // content written but no longer referenced, squeezed out
+	MovedBlocks uint32 // live blocks moved to close the gaps
+}
+
+// Writer builds an EROFS image in a file.
+type Writer struct {
+	f       *os.File
+	next    uint32 // next free data block; block 0 holds the superblock
+	extents []extent
+	buf     []byte
+	done    bool
+}
+
+// NewWriter returns a writer that builds an image in f, which must be empty
+// and opened read-write. The writer does not close f.
+func NewWriter(f *os.File) *Writer {
+	return &Writer{f: f, next: 1, buf: make([]byte, copyBufferSize)}
+}
+
+// AddFile appends size bytes read from r as the content of a regular file and
+// returns the handle to store in fstree.Node.Data. It fails if r ends early.
+func (w *Writer) AddFile(r io.Reader, size int64) (uint64, error) {
+	if w.done {
+		return 0, errors.New("erofs: AddFile after Finish")
+	}
+	if size < 0 {
+		return 0, fmt.Errorf("erofs: negative file size %d", size)
+	}
+	nblocks := (uint64(size) + BlockSize - 1) / BlockSize
+	if uint64(w.next)+nblocks > maxBlocks {
+		return 0, fmt.Errorf("erofs: image would exceed %d blocks (16 TiB)", uint64(maxBlocks))
+	}
+	start := w.next
+	off := int64(start) * BlockSize
+	for remaining := size; remaining > 0; {
+		n := int64(len(w.buf))
+		if remaining < n {
+			n = remaining
+		}
+		chunk := w.buf[:n]
+		if got, err := io.ReadFull(r, chunk); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return 0, fmt.Errorf("content ended %d bytes early", remaining-int64(got))
+			}
+			return 0, err
+		}
+		if err := w.writeSparse(chunk, off); err != nil {
+			return 0, err
+		}
+		off += n
+		remaining -= n
+	}
+	w.next = start + uint32(nblocks)
+	w.extents = append(w.extents, extent{start: start, nblocks: uint32(nblocks)})
+	return uint64(len(w.extents) - 1), nil
+}
+
+// writeSparse writes b at off, skipping whole zero blocks so they stay holes.
+// The skipped region must read as zeros already (fresh space past the data
+// written so far).
+func (w *Writer) writeSparse(b []byte, off int64) error {
+	for len(b) > 0 {
+		// Skip leading zero blocks.
+		for len(b) >= BlockSize && bytes.Equal(b[:BlockSize], zeroBlock[:]) {
+			b, off = b[BlockSize:], off+BlockSize
+		}
+		// Extend over non-zero blocks.
+		n := 0
+		for n < len(b) {
+			end := min(n+BlockSize, len(b))
+			if end-n == BlockSize && bytes.Equal(b[n:end], zeroBlock[:]) {
+				break
+			}
+			n = end
+		}
+		if n == 0 {
+			// Only a partial zero tail is left: nothing to write.
+			if allZero(b) {
+				return nil
+			}
+			n = len(b)
+		}
+		if _, err := w.f.WriteAt(b[:n], off); err != nil {
+			return err
+		}
+		b, off = b[n:], off+int64(n)
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), BlockSize)
+		if !bytes.Equal(b[:n], zeroBlock[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// Finish writes the metadata for the tree rooted at root, whose regular
+// files' Data fields are handles returned by AddFile, and completes the
+// image. The writer is unusable afterwards.
+func (w *Writer) Finish(root *fstree.Node, opts Options) (Stats, error) {
+	if w.done {
+		return Stats{}, errors.New("erofs: Finish called twice")
+	}
+	w.done = true
+	if !root.IsDir() {
+		return Stats{}, errors.New("erofs: the root is not a directory")
+	}
+	if len(opts.VolumeName) > 16 {
+		return Stats{}, fmt.Errorf("erofs: volume name %q is longer than 16 bytes", opts.VolumeName)
+	}
+	inodes, err := collect(root, len(w.extents))
+	if err != nil {
+		return Stats{}, err
+	}
+	stats, relocated, err := w.compact(inodes)
+	if err != nil {
+		return Stats{}, fmt.Errorf("erofs: squeezing out replaced content: %w", err)
+	}
+	l, err := planLayout(inodes, relocated, w.next)
+	if err != nil {
+		return Stats{}, err
+	}
+	if err := l.write(w.f, &superBlock{
+		inodes:    uint64(len(inodes)),
+		buildTime: clampTime(opts.BuildTime.Sec),
+		buildNsec: opts.BuildTime.Nsec,
+		uuid:      opts.UUID,
+		volume:    volumeBytes(opts.VolumeName),
+	}); err != nil {
+		return Stats{}, err
+	}
+	stats.Inodes = uint64(len(inodes))
+	stats.Blocks = l.blocks
+	return stats, nil
+}
+
+func volumeBytes(name string) (v [16]byte) {
+	copy(v[:], name)
+	return v
+}
+
+// compact moves the extents that are still referenced down over the ones
+// that are not, keeping their order, and returns the new start block of
+// every live extent (indexed by handle).
+func (w *Writer) compact(inodes []*inodeInfo) (Stats, []uint32, error) {
+	live := make([]bool, len(w.extents))
+	for _, in := range inodes {
+		if in.node.Type() == fstree.TypeRegular {
+			live[in.node.Data] = true
+		}
+	}
+	var stats Stats
+	starts := make([]uint32, len(w.extents))
+	next := uint32(1)
+	for h, e := range w.extents {
+		if !live[h] {
+			stats.DeadBlocks += e.nblocks
+			continue
+		}
+		starts[h] = next
+		if e.start != next {
+			if err := w.move(e, next); err != nil {
+				return Stats{}, nil, err
+			}
+			stats.MovedBlocks += e.nblocks
+		}
+		next += e.nblocks
+	}
+	stats.DataBlocks = next - 1
+	if next != w.next {
+		if err := w.f.Truncate(int64(next) * BlockSize); err != nil {
+			return Stats{}, nil, err
+		}
+		w.next = next
+	}
+	return stats, starts, nil
+}
+
+// move copies extent e down to block dst < e.start, front to back, so the
+// overlapping source is always read before it is overwritten. Zero blocks
+// become holes at the destination.
+func (w *Writer) move(e extent, dst uint32) error {
+	src := int64(e.start) * BlockSize
+	to := int64(dst) * BlockSize
+	for remaining := int64(e.nblocks) * BlockSize; remaining > 0; {
+		n := min(int64(len(w.buf)), remaining)
+		chunk := w.buf[:n]
+		if _, err := w.f.ReadAt(chunk, src); err != nil {
+			return err
+		}
+		for b := int64(0); b < n; {
+			zero := bytes.Equal(chunk[b:b+BlockSize], zeroBlock[:])
+			run := b + BlockSize
+			for run < n && bytes.Equal(chunk[run:run+BlockSize], zeroBlock[:]) == zero {
+				run += BlockSize
+			}
+			if zero {
+				err := unix.Fallocate(int(w.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, to+b, run-b)
+				if err != nil {
+					return fmt.Errorf("punching a hole: %w", err)
+				}
+			} else if _, err := w.f.WriteAt(chunk[b:run], to+b); err != nil {
+				return err
+			}
+			b = run
+		}
+		src, to, remaining = src+n, to+n, remaining-n
+	}
+	return nil
+}
+
+func clampTime(sec int64) uint64 {
+	if sec < 0 {
+		return 0
+	}
+	return uint64(sec)
+}
