@@ -102,7 +102,7 @@ func (w *Writer) AddFile(r io.Reader, size int64) (uint64, error) {
 		chunk := w.buf[:n]
 		if got, err := io.ReadFull(r, chunk); err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return 0, fmt.Errorf("content ended %d bytes early", remaining-int64(got))
+				return 0, fmt.Errorf("content ended %d bytes early: %w", remaining-int64(got), io.ErrUnexpectedEOF)
 			}
 			return 0, err
 		}
@@ -210,6 +210,11 @@ func volumeBytes(name string) (v [16]byte) {
 // that are not, keeping their order, and returns the new start block of
 // every live extent (indexed by handle).
 func (w *Writer) compact(inodes []*inodeInfo) (Stats, []uint32, error) {
+	// Trailing zero blocks were skipped, not written: give the data
+	// region its full length so moves read them back as zeros.
+	if err := w.f.Truncate(int64(w.next) * BlockSize); err != nil {
+		return Stats{}, nil, err
+	}
 	live := make([]bool, len(w.extents))
 	for _, in := range inodes {
 		if in.node.Type() == fstree.TypeRegular {

@@ -1,0 +1,210 @@
+package image
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"z.gfire.dev/gvx/core/fstree"
+)
+
+// Progress reports how far Flatten got. Bytes count what is read from the
+// source: compressed bytes where layers are stored compressed.
+type Progress struct {
+	Layer  int    // 1-based index of the layer being read
+	Layers int    // number of layers
+	Digest string // the layer's digest
+	Done   int64  // bytes of this layer read so far
+	Size   int64  // bytes of this layer in total (0 if unknown)
+	// AllDone and AllSize sum over all layers.
+	AllDone, AllSize int64
+}
+
+// FlattenOptions tune Flatten.
+type FlattenOptions struct {
+	// Uncompressed reads layers through v1.Layer.Uncompressed instead of
+	// decompressing Compressed: right for sources that store layers
+	// uncompressed (docker save), where Compressed would re-compress.
+	Uncompressed bool
+	// Progress, if set, is called as layers are read, from another
+	// goroutine.
+	Progress func(Progress)
+}
+
+// progressStep is how many bytes pass between Progress calls.
+const progressStep = 1 << 20
+
+// Flatten streams img's layers, bottom first, into sink and returns the
+// flattened tree. Every layer's uncompressed digest is checked against the
+// image config's diff_ids (which the image ID covers), and the compressed
+// digest against the manifest where layers are read compressed.
+func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptions) (*fstree.Node, FlattenStats, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, FlattenStats{}, fmt.Errorf("listing layers: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, FlattenStats{}, fmt.Errorf("reading the image config: %w", err)
+	}
+	if len(cf.RootFS.DiffIDs) != len(layers) {
+		return nil, FlattenStats{}, fmt.Errorf("the image config lists %d layers (rootfs.diff_ids) but the manifest %d; the image is malformed", len(cf.RootFS.DiffIDs), len(layers))
+	}
+	var manifestLayers []v1.Descriptor
+	if !opts.Uncompressed {
+		m, err := img.Manifest()
+		if err != nil {
+			return nil, FlattenStats{}, fmt.Errorf("reading the manifest: %w", err)
+		}
+		manifestLayers = m.Layers
+	}
+	p := Progress{Layers: len(layers)}
+	for _, d := range manifestLayers {
+		p.AllSize += d.Size
+	}
+	f := NewFlattener(sink)
+	for i, l := range layers {
+		if err := ctx.Err(); err != nil {
+			return nil, FlattenStats{}, err
+		}
+		p.Layer = i + 1
+		p.Done, p.Size = 0, 0
+		src := layerSource{layer: l, diffID: cf.RootFS.DiffIDs[i]}
+		if manifestLayers != nil {
+			src.digest = manifestLayers[i].Digest
+			p.Size = manifestLayers[i].Size
+			p.Digest = src.digest.String()
+		} else {
+			p.Digest = src.diffID.String()
+		}
+		if err := src.apply(ctx, f, &p, opts.Progress); err != nil {
+			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), p.Digest, err)
+		}
+		p.AllDone += p.Done
+		if opts.Progress != nil {
+			done := p
+			done.AllDone -= done.Done // Progress.AllDone includes Done
+			opts.Progress(done)
+		}
+	}
+	return f.Root(), f.Stats(), nil
+}
+
+type layerSource struct {
+	layer  v1.Layer
+	digest v1.Hash // compressed digest; zero when read uncompressed
+	diffID v1.Hash
+}
+
+func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, progress func(Progress)) error {
+	var (
+		rc  io.ReadCloser
+		err error
+	)
+	if s.digest.Hex == "" {
+		rc, err = s.layer.Uncompressed()
+	} else {
+		rc, err = s.layer.Compressed()
+	}
+	if err != nil {
+		return fmt.Errorf("opening: %w", err)
+	}
+	defer rc.Close()
+
+	// The producer goroutine reads, hashes and decompresses; this one
+	// parses the tar, hashes the uncompressed stream and writes content.
+	raw := &countingReader{r: rc, h: sha256.New(), p: p, progress: progress}
+	ra := newReadahead(ctx, func() (io.Reader, func() error, error) { return decompress(raw) })
+	defer ra.Close()
+	uncompressed := &hashingReader{r: ra, h: sha256.New()}
+	if err := f.ApplyLayer(uncompressed); err != nil {
+		return err
+	}
+	// The tar end marker may be followed by padding; the digest covers it.
+	if _, err := io.Copy(io.Discard, uncompressed); err != nil {
+		return fmt.Errorf("reading past the end of the tar stream: %w (the blob is truncated or corrupt)", err)
+	}
+	if got := uncompressed.sum(); got != s.diffID.Hex {
+		return fmt.Errorf("uncompressed content has digest sha256:%s, but the image config says %s; the blob is corrupt or does not belong to this image (pull it again)", got, s.diffID)
+	}
+	if s.digest.Hex != "" {
+		if _, err := io.Copy(io.Discard, raw); err != nil {
+			return err
+		}
+		if got := raw.sum(); s.digest.Algorithm == "sha256" && got != s.digest.Hex {
+			return fmt.Errorf("blob has digest sha256:%s, but the manifest says %s; the blob is corrupt (pull it again)", got, s.digest)
+		}
+	}
+	return nil
+}
+
+// decompress sniffs r's compression (gzip, zstd or none) and returns the
+// decompressed stream and a function that releases the decoder.
+func decompress(r io.Reader) (io.Reader, func() error, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, err := br.Peek(4)
+	if err != nil && err != io.EOF {
+		return nil, nil, fmt.Errorf("reading: %w", err)
+	}
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gzip: %w (the blob is corrupt)", err)
+		}
+		// Concatenated gzip members are one stream; that is what
+		// compress/gzip does too.
+		return zr, zr.Close, nil
+	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("zstd: %w", err)
+		}
+		return zr, func() error { zr.Close(); return nil }, nil
+	}
+	return br, func() error { return nil }, nil
+}
+
+type countingReader struct {
+	r        io.Reader
+	h        hash.Hash
+	p        *Progress
+	progress func(Progress)
+	last     int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.h.Write(b[:n])
+	c.p.Done += int64(n)
+	if c.progress != nil && c.p.Done-c.last >= progressStep {
+		c.last = c.p.Done
+		p := *c.p
+		p.AllDone += p.Done
+		c.progress(p)
+	}
+	return n, err
+}
+
+func (c *countingReader) sum() string { return fmt.Sprintf("%x", c.h.Sum(nil)) }
+
+type hashingReader struct {
+	r io.Reader
+	h hash.Hash
+}
+
+func (h *hashingReader) Read(b []byte) (int, error) {
+	n, err := h.r.Read(b)
+	h.h.Write(b[:n])
+	return n, err
+}
+
+func (h *hashingReader) sum() string { return fmt.Sprintf("%x", h.h.Sum(nil)) }

@@ -1,0 +1,252 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"z.gfire.dev/gvx/core/erofs"
+	"z.gfire.dev/gvx/core/fstree"
+	"z.gfire.dev/gvx/core/image"
+)
+
+// EventKind says what a pull Event reports.
+type EventKind int
+
+const (
+	// EventResolved: the reference resolved to image ID.
+	EventResolved EventKind = iota
+	// EventCached: the image was already in the cache; nothing to do.
+	EventCached
+	// EventWaiting: another process is converting the same image.
+	EventWaiting
+	// EventLayer: layer progress (Progress is set).
+	EventLayer
+	// EventWriting: all layers read; writing the metadata.
+	EventWriting
+	// EventDone: the image is in the cache (Image is set).
+	EventDone
+)
+
+// Event reports pull progress.
+type Event struct {
+	Kind     EventKind
+	Ref      string
+	ID       string
+	Progress image.Progress
+	Image    *Image
+	Stats    PullStats
+}
+
+// PullStats describes a conversion.
+type PullStats struct {
+	Duration   time.Duration
+	Entries    int // tar entries read
+	Files      uint64
+	XattrFiles int
+	DeadBlocks uint32 // content later layers replaced, squeezed out
+}
+
+// PullOptions control Pull.
+type PullOptions struct {
+	image.Options
+	// Progress receives events; it may be called from several
+	// goroutines, never concurrently.
+	Progress func(Event)
+}
+
+// Pull resolves ref, converts the image into an EROFS root filesystem if
+// it is not cached yet, records ref → ID, and returns the cached image.
+func (s *Store) Pull(ctx context.Context, refString string, opts PullOptions) (*Image, error) {
+	emit := func(e Event) {
+		if opts.Progress != nil {
+			opts.Progress(e)
+		}
+	}
+	ref, err := image.ParseReference(refString)
+	if err != nil {
+		return nil, err
+	}
+	if ref.Transport != image.Registry {
+		if ref.Path, err = filepath.Abs(ref.Path); err != nil {
+			return nil, err
+		}
+	}
+	refKey := ref.String()
+	img, err := image.Open(ctx, ref, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	configDigest, err := img.ConfigName()
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the image config: %w", refString, err)
+	}
+	id := configDigest.String()
+	emit(Event{Kind: EventResolved, Ref: refKey, ID: id})
+
+	if _, err := s.ensure(ctx, img, id, ref, emit, refKey); err != nil {
+		return nil, err
+	}
+	if err := s.updateRefs(ctx, func(refs map[string]string) error {
+		refs[refKey] = id
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("recording reference %s: %w", refKey, err)
+	}
+	return s.Get(id)
+}
+
+// ensure makes sure image id is cached, converting img under the
+// per-image lock if it is not.
+func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) (*Image, error) {
+	if cached, err := s.load(id); err == nil {
+		emit(Event{Kind: EventCached, Ref: refKey, ID: id, Image: cached})
+		return cached, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	lockPath := s.imageLock(id)
+	lock, held, err := tryLockFile(lockPath)
+	if err != nil {
+		return nil, err
+	}
+	if held {
+		emit(Event{Kind: EventWaiting, Ref: refKey, ID: id})
+		if lock, err = lockFile(ctx, lockPath); err != nil {
+			return nil, err
+		}
+	}
+	defer lock.unlock()
+	// Another process may have finished while we waited.
+	if cached, err := s.load(id); err == nil {
+		emit(Event{Kind: EventCached, Ref: refKey, ID: id, Image: cached})
+		return cached, nil
+	}
+	return s.convert(ctx, img, id, ref, emit, refKey)
+}
+
+// convert builds the image in tmp/ and renames it into images/.
+//
+// Preconditions: the per-image lock is held.
+func (s *Store) convert(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) (*Image, error) {
+	start := time.Now()
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the image config: %w", err)
+	}
+	if cf.OS != "" && cf.OS != "linux" {
+		return nil, fmt.Errorf("image %s is for %s/%s; gvx runs linux/amd64 images", refKey, cf.OS, cf.Architecture)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(s.root, tmpDir), shortID(id)+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp) // after a successful rename there is nothing left
+	f, err := os.OpenFile(filepath.Join(tmp, erofsName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+
+	w := erofs.NewWriter(f)
+	root, fstats, err := image.Flatten(ctx, img, w, image.FlattenOptions{
+		Uncompressed: ref.Transport == image.DockerArchive,
+		Progress: func(p image.Progress) {
+			emit(Event{Kind: EventLayer, Ref: refKey, ID: id, Progress: p})
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", refKey, err)
+	}
+	emit(Event{Kind: EventWriting, Ref: refKey, ID: id})
+	var uuid [16]byte
+	digest, _ := hex.DecodeString(id[len("sha256:"):])
+	copy(uuid[:], digest)
+	estats, err := w.Finish(root, erofs.Options{
+		BuildTime:  fstree.Timespec{Sec: cf.Created.Unix(), Nsec: uint32(cf.Created.Nanosecond())},
+		UUID:       uuid,
+		VolumeName: "gvx",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: writing the EROFS image: %w", refKey, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	meta := &Image{
+		Version: metaVersion,
+		ID:      id,
+		Config:  image.ConfigFrom(cf),
+		Created: cf.Created.Time,
+		Pulled:  time.Now().UTC(),
+		Size:    st.Size(),
+		Layers:  len(layers),
+		Files:   estats.Inodes,
+		Xattrs:  collectXattrs(root),
+	}
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(tmp, metaName), b); err != nil {
+		return nil, err
+	}
+	dst := s.imageDir(id)
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, fmt.Errorf("publishing image %s into the cache: %w", shortID(id), err)
+	}
+	syncDir(filepath.Dir(dst))
+	meta.Dir = dst
+	emit(Event{Kind: EventDone, Ref: refKey, ID: id, Image: meta, Stats: PullStats{
+		Duration:   time.Since(start),
+		Entries:    fstats.Entries,
+		Files:      estats.Inodes,
+		XattrFiles: fstats.XattrFiles,
+		DeadBlocks: estats.DeadBlocks,
+	}})
+	return meta, nil
+}
+
+func collectXattrs(root *fstree.Node) []Xattr {
+	var out []Xattr
+	seen := make(map[*fstree.Node]bool)
+	fstree.Walk(root, func(path string, n *fstree.Node) error {
+		if len(n.Xattrs) == 0 || seen[n] {
+			return nil
+		}
+		seen[n] = true
+		names := make([]string, 0, len(n.Xattrs))
+		for k := range n.Xattrs {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			out = append(out, Xattr{Path: "/" + path, Name: k, Value: []byte(n.Xattrs[k])})
+		}
+		return nil
+	})
+	return out
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}

@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Removal reports what Remove did, in docker's words.
+type Removal struct {
+	Untagged []string // references removed
+	Deleted  []string // image IDs deleted
+}
+
+// Remove removes a reference, or an image by ID. Removing the last
+// reference of an image deletes the image; removing by ID deletes the image
+// and every reference to it. Sandboxes already running from the image keep
+// working: they hold the EROFS file open.
+func (s *Store) Remove(ctx context.Context, refOrID string) (Removal, error) {
+	id, err := s.resolve(refOrID)
+	if err != nil {
+		return Removal{}, err
+	}
+	var r Removal
+	stillReferenced := false
+	err = s.updateRefs(ctx, func(refs map[string]string) error {
+		key := refOrID
+		if _, ok := refs[key]; !ok {
+			if norm, err := normalizeRef(refOrID); err == nil {
+				key = norm
+			}
+		}
+		if _, ok := refs[key]; ok {
+			// Named by a reference: untag it, delete the image only if
+			// nothing else names it.
+			delete(refs, key)
+			r.Untagged = append(r.Untagged, key)
+			for _, other := range refs {
+				stillReferenced = stillReferenced || other == id
+			}
+			return nil
+		}
+		for ref, rid := range refs {
+			if rid == id {
+				delete(refs, ref)
+				r.Untagged = append(r.Untagged, ref)
+			}
+		}
+		return nil
+	})
+	if err != nil || stillReferenced {
+		return r, err
+	}
+	if err := s.deleteImage(ctx, id); err != nil {
+		return r, err
+	}
+	r.Deleted = append(r.Deleted, id)
+	return r, nil
+}
+
+// deleteImage removes an image directory under its lock: first renamed
+// into tmp/ so no reader ever sees half of it, then deleted.
+func (s *Store) deleteImage(ctx context.Context, id string) error {
+	lock, err := lockFile(ctx, s.imageLock(id))
+	if err != nil {
+		return err
+	}
+	defer lock.unlock()
+	dir := s.imageDir(id)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	trash, err := os.MkdirTemp(filepath.Join(s.root, tmpDir), "rm-")
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(dir, filepath.Join(trash, "image")); err != nil {
+		os.Remove(trash)
+		return fmt.Errorf("removing image %s: %w", shortID(id), err)
+	}
+	return os.RemoveAll(trash)
+}
+
+// PruneReport says what Prune removed.
+type PruneReport struct {
+	Deleted   []string // image IDs
+	Reclaimed int64    // bytes of EROFS images deleted
+	Leftovers int      // abandoned temporary entries removed
+}
+
+// Prune deletes images that no reference names (all: every image) and the
+// leftovers of pulls that died. Pulls in progress are left alone.
+func (s *Store) Prune(ctx context.Context, all bool) (PruneReport, error) {
+	var rep PruneReport
+	images, err := s.List()
+	if err != nil {
+		return rep, err
+	}
+	for _, img := range images {
+		if len(img.Refs) > 0 && !all {
+			continue
+		}
+		if all && len(img.Refs) > 0 {
+			if err := s.updateRefs(ctx, func(refs map[string]string) error {
+				for ref, id := range refs {
+					if id == img.ID {
+						delete(refs, ref)
+					}
+				}
+				return nil
+			}); err != nil {
+				return rep, err
+			}
+		}
+		if err := s.deleteImage(ctx, img.ID); err != nil {
+			return rep, err
+		}
+		rep.Deleted = append(rep.Deleted, img.ID)
+		rep.Reclaimed += img.Size
+	}
+	// tmp/ entries are "<short-id>-<random>" (pulls) or "rm-<random>"
+	// (removals). A pull in progress holds its image lock; a removal is
+	// over in moments, so only old ones are abandoned.
+	entries, err := os.ReadDir(filepath.Join(s.root, tmpDir))
+	if err != nil {
+		return rep, err
+	}
+	for _, e := range entries {
+		path := filepath.Join(s.root, tmpDir, e.Name())
+		if strings.HasPrefix(e.Name(), "rm-") {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > abandonedAfter {
+				os.RemoveAll(path)
+				rep.Leftovers++
+			}
+			continue
+		}
+		short, _, ok := strings.Cut(e.Name(), "-")
+		if !ok || !s.pullInProgress(short) {
+			os.RemoveAll(path)
+			rep.Leftovers++
+		}
+	}
+	return rep, nil
+}
+
+// pullInProgress reports whether some process holds the lock of an image
+// whose ID starts with short.
+func (s *Store) pullInProgress(short string) bool {
+	locks, err := filepath.Glob(filepath.Join(s.root, locksDir, short+"*.lock"))
+	if err != nil {
+		return true
+	}
+	for _, path := range locks {
+		l, held, err := tryLockFile(path)
+		if err != nil || held {
+			return true
+		}
+		l.unlock()
+	}
+	return false
+}
+
+// abandonedAfter is how old a removal's leftovers must be before Prune
+// deletes them.
+const abandonedAfter = 10 * time.Minute
