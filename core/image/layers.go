@@ -26,6 +26,8 @@ type Progress struct {
 	Size   int64  // bytes of this layer in total (0 if unknown)
 	// AllDone and AllSize sum over all layers.
 	AllDone, AllSize int64
+	// LayerDone is set on the one report made when a layer is complete.
+	LayerDone bool
 }
 
 // FlattenOptions tune Flatten.
@@ -91,7 +93,7 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		p.AllDone += p.Done
 		if opts.Progress != nil {
 			done := p
-			done.AllDone -= done.Done // Progress.AllDone includes Done
+			done.LayerDone = true
 			opts.Progress(done)
 		}
 	}

@@ -31,7 +31,7 @@ import (
 
 // recipeVersion changes whenever the layers below change, so cached builds
 // of an older recipe are not reused.
-const recipeVersion = "3"
+const recipeVersion = "4"
 
 // BusyboxPath is where Debian's busybox-static installs the binary.
 const BusyboxPath = "/bin/busybox"
@@ -75,15 +75,17 @@ var capability = string([]byte{
 	0, 0, 0, 0, 0, 0, 0, 0, // permitted[1], inheritable[1]
 })
 
-// Layers returns the layer specs, bottom first, with busybox's bytes as
-// the binary's content.
-func Layers(busybox []byte) [][]Entry {
-	dir := func(name string, mode int64, t time.Time) Entry {
-		return Entry{Name: name + "/", Type: tar.TypeDir, Mode: mode, Mtime: t}
-	}
-	file := func(name string, mode int64, content string, t time.Time) Entry {
-		return Entry{Name: name, Type: tar.TypeReg, Mode: mode, Content: []byte(content), Mtime: t}
-	}
+func dir(name string, mode int64, t time.Time) Entry {
+	return Entry{Name: name + "/", Type: tar.TypeDir, Mode: mode, Mtime: t}
+}
+
+func file(name string, mode int64, content string, t time.Time) Entry {
+	return Entry{Name: name, Type: tar.TypeReg, Mode: mode, Content: []byte(content), Mtime: t}
+}
+
+// BaseLayer is a minimal busybox root filesystem: the binary, its applets,
+// users and the usual directories. On its own it is gvx's default image.
+func BaseLayer(busybox []byte) []Entry {
 	base := []Entry{
 		{Name: "./", Type: tar.TypeDir, Mode: 0o755, Mtime: at(0, 1)},
 		dir("bin", 0o755, at(1, 0)),
@@ -92,20 +94,27 @@ func Layers(busybox []byte) [][]Entry {
 	for i, a := range Applets {
 		base = append(base, Entry{Name: "bin/" + a, Type: tar.TypeSymlink, Mode: 0o777, Linkname: "busybox", Mtime: at(3, int64(i))})
 	}
-	base = append(base,
+	return append(base,
 		dir("etc", 0o755, at(4, 0)),
 		file("etc/passwd", 0o644, "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n", at(5, 0)),
 		file("etc/group", 0o644, "root:x:0:\nnogroup:x:65534:\n", at(5, 1)),
 		file("etc/motd", 0o644, "base layer\n", at(5, 2)),
-		file("etc/deleteme", 0o600, "a whiteout in layer 2 removes me\n", at(5, 3)),
 		dir("tmp", 0o1777, at(6, 0)),
 		dir("root", 0o700, at(6, 1)),
+		dir("var", 0o755, at(8, 0)),
+	)
+}
+
+// Layers returns the test image's layer specs, bottom first, with
+// busybox's bytes as the binary's content.
+func Layers(busybox []byte) [][]Entry {
+	base := append(BaseLayer(busybox),
+		file("etc/deleteme", 0o600, "a whiteout in layer 2 removes me\n", at(5, 3)),
 		dir("opt", 0o755, at(7, 0)),
 		dir("opt/old", 0o755, at(7, 1)),
 		file("opt/old/a", 0o644, "hidden by the opaque marker\n", at(7, 2)),
 		dir("opt/old/sub", 0o755, at(7, 3)),
 		file("opt/old/sub/b", 0o644, "hidden too\n", at(7, 4)),
-		dir("var", 0o755, at(8, 0)),
 		dir("var/cache", 0o755, at(8, 1)),
 		dir("var/cache/apt", 0o755, at(8, 2)),
 		file("var/cache/apt/pkgcache.bin", 0o644, "whited out as a directory in layer 3\n", at(8, 3)),
@@ -305,4 +314,26 @@ func writeOutputs(img v1.Image, dir string) error {
 		return err
 	}
 	return tarball.WriteToFile(filepath.Join(dir, "docker.tar"), tag, img)
+}
+
+// WriteDefault writes gvx's default image — the test image's base layer:
+// busybox, its applets, /etc/passwd and a few directories — as an OCI
+// layout in dir, replacing what is there.
+func WriteDefault(dir string) error {
+	busybox, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w (install Debian's busybox-static: apt-get install busybox-static)", BusyboxPath, err)
+	}
+	img, err := Image([][]Entry{BaseLayer(busybox)})
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	return p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"}))
 }

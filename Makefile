@@ -1,0 +1,78 @@
+# gvx — one command to build, one to test, one to run the demo.
+#
+#   make          build build/rungv and build/libgvx.so
+#   make test     install what is missing (apt, Go modules, a Python venv), build, run every test
+#   make demo     install, build, and run the demo on the embedded default image
+#   make bench    run the benchmarks in benchmarks/ (slow; not part of make test)
+#
+# Everything is idempotent: installed packages and built images are reused.
+
+SHELL := /bin/bash
+GO ?= go
+PYTHON ?= python3
+BUILD := build
+VENV := .venv
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+export GVX_CACHE ?= $(HOME)/.cache/gvx
+
+# Debian packages the tests use as oracles and sources: e2fsck/debugfs,
+# fsck.erofs/mkfs.erofs, busybox-static (test and default images), mkfs.xfs
+# (reflink clone tests).
+APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs
+PY_PACKAGES := pytest mypy
+
+.PHONY: all rungv libgvx deps deps-apt deps-go deps-python test test-go test-python demo bench clean
+
+all: rungv libgvx
+
+rungv:
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BUILD)/rungv ./core/cmd/rungv
+
+libgvx:
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags "$(LDFLAGS)" -o $(BUILD)/libgvx.so ./capi
+	@rm -f $(BUILD)/libgvx.h # cgo's generated header; capi/gvx.h is the contract
+
+deps: deps-apt deps-go deps-python
+
+deps-apt:
+	@missing=""; for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "missing Debian packages:$$missing — run: sudo apt-get install -y$$missing" >&2; exit 1; \
+		fi; \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+deps-go:
+	@$(GO) mod download
+
+deps-python: $(VENV)/.installed
+
+$(VENV)/.installed:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q $(PY_PACKAGES)
+	@touch $@
+
+test: deps all test-go test-python
+
+test-go:
+	CGO_ENABLED=0 $(GO) test -timeout 30m ./core/...
+	CGO_ENABLED=1 $(GO) test -timeout 10m ./capi/...
+
+test-python:
+	PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \
+		GVX_EXPECT_VERSION=$(VERSION) $(VENV)/bin/python -m pytest -q python/tests
+	$(VENV)/bin/mypy --config-file pyproject.toml
+
+demo: deps all
+	./examples/demo.sh
+
+bench: deps all
+	./benchmarks/run.sh
+
+clean:
+	rm -rf $(BUILD) $(VENV)

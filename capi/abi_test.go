@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// buildLibrary builds libgvx.so into a temporary directory with a known
+// version string and returns the directory.
+func buildLibrary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version=abi-test",
+		"-o", filepath.Join(dir, "libgvx.so"), ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildmode=c-shared: %v\n%s", err, out)
+	}
+	return dir
+}
+
+var (
+	prototype = regexp.MustCompile(`(?m)^(?:extern\s+)?([A-Za-z_][\w\s\*]*?)\s*\b(gvx_\w+)\s*\(([^)]*)\)\s*;`)
+	paramName = regexp.MustCompile(`\s*\b\w+\s*$`)
+)
+
+// prototypes extracts "ret name(types)" for every gvx_ function declared
+// in a header, parameter names dropped and spacing normalised.
+func prototypes(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm := func(s string) string {
+		s = strings.ReplaceAll(s, "*", " * ")
+		return strings.Join(strings.Fields(s), " ")
+	}
+	out := map[string]string{}
+	for _, m := range prototype.FindAllStringSubmatch(string(b), -1) {
+		var params []string
+		for _, p := range strings.Split(m[3], ",") {
+			p = norm(p)
+			if p != "void" && p != "" {
+				p = norm(paramName.ReplaceAllString(p, ""))
+			}
+			params = append(params, p)
+		}
+		out[m[2]] = norm(m[1]) + " " + m[2] + "(" + strings.Join(params, ", ") + ")"
+	}
+	return out
+}
+
+// TestHeaderMatchesCgo checks the hand-written gvx.h against the header
+// cgo generates from the //export functions.
+func TestHeaderMatchesCgo(t *testing.T) {
+	dir := buildLibrary(t)
+	generated := prototypes(t, filepath.Join(dir, "libgvx.h"))
+	written := prototypes(t, "gvx.h")
+	if len(generated) == 0 {
+		t.Fatal("found no gvx_ prototypes in cgo's header")
+	}
+	var names []string
+	for name := range generated {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		want := generated[name]
+		if got, ok := written[name]; !ok {
+			t.Errorf("gvx.h does not declare %s (cgo: %s)", name, want)
+		} else if got != want {
+			t.Errorf("gvx.h declares %q, cgo exports %q", got, want)
+		}
+	}
+	for name := range written {
+		if _, ok := generated[name]; !ok {
+			t.Errorf("gvx.h declares %s, which libgvx does not export", name)
+		}
+	}
+}
+
+// TestCProgram compiles a C program against gvx.h, links it with
+// libgvx.so and runs it.
+func TestCProgram(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc) on PATH")
+	}
+	dir := buildLibrary(t)
+	exe := filepath.Join(dir, "version")
+	if out, err := exec.Command(cc, "-Wall", "-Werror", "-I.", "-o", exe, "testdata/version.c",
+		"-L"+dir, "-lgvx", "-Wl,-rpath,"+dir).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(exe).CombinedOutput()
+	if err != nil {
+		t.Fatalf("C program: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "abi-test" {
+		t.Fatalf("C program printed %q, want the build's version abi-test", got)
+	}
+}

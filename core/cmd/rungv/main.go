@@ -1,0 +1,74 @@
+// Command rungv runs OCI images in gVisor's Sentry inside one unprivileged,
+// self-locked process, and manages gvx's image cache.
+//
+//	rungv pull REF          convert an image into the cache
+//	rungv images            list cached images
+//	rungv rmi REF|ID...     remove images
+//	rungv prune             remove unreferenced images
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"z.gfire.dev/gvx/core/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// globalFlags are the flags every subcommand takes.
+type globalFlags struct {
+	cache string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		var exit exitError
+		if errors.As(err, &exit) {
+			// Already reported.
+			os.Exit(int(exit))
+		}
+		fmt.Fprintln(os.Stderr, "rungv:", err)
+		os.Exit(1)
+	}
+}
+
+// exitError makes rungv exit with a given status without further output.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func newRootCommand() *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "rungv",
+		Short: "Run OCI images in gVisor's Sentry inside one unprivileged process",
+		Long: `rungv runs OCI images in gVisor's Sentry kernel inside one unprivileged,
+self-locked process, with a read-only EROFS root filesystem from gvx's image
+cache (` + "`rungv pull`" + `) and state in single-file ext4 volumes.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.cache, "cache", "", "image cache directory (default $GVX_CACHE or ~/.cache/gvx)")
+	root.AddCommand(
+		newPullCommand(g),
+		newImagesCommand(g),
+		newRmiCommand(g),
+		newPruneCommand(g),
+	)
+	return root
+}
+
+func (g *globalFlags) store() (*store.Store, error) {
+	return store.Open(g.cache)
+}

@@ -1,0 +1,61 @@
+"""Builds gvx's Go parts (rungv and libgvx.so) into the wheel.
+
+`pip install .` and `pip wheel .` run `go build` (Go 1.26 or newer on PATH)
+and put both artefacts in gvx/_lib/, where the package finds them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+VERSION = "0.1.0"
+
+
+def go_build(out_dir: Path) -> None:
+    go = shutil.which("go")
+    if go is None:
+        raise SystemExit(
+            "gvx needs the Go toolchain (1.26+) to build rungv and libgvx.so: "
+            "install it and make sure `go` is on PATH."
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ldflags = f"-X main.version={VERSION}"
+    env = dict(os.environ)
+    subprocess.run(
+        [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(out_dir / "rungv"), "./core/cmd/rungv"],
+        cwd=ROOT, env={**env, "CGO_ENABLED": "0"}, check=True,
+    )
+    subprocess.run(
+        [go, "build", "-trimpath", "-buildmode=c-shared", "-ldflags", ldflags,
+         "-o", str(out_dir / "libgvx.so"), "./capi"],
+        cwd=ROOT, env={**env, "CGO_ENABLED": "1"}, check=True,
+    )
+    # cgo writes a generated header beside the library; gvx.h is the contract.
+    (out_dir / "libgvx.h").unlink(missing_ok=True)
+
+
+class BuildPyWithGo(build_py):
+    def run(self) -> None:
+        super().run()
+        go_build(Path(self.build_lib) / "gvx" / "_lib")
+
+
+class BinaryDistribution(Distribution):
+    """The wheel carries native code, so it is platform-specific."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+setup(
+    version=VERSION,
+    cmdclass={"build_py": BuildPyWithGo},
+    distclass=BinaryDistribution,
+)
