@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"z.gfire.dev/gvx/core/image"
