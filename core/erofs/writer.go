@@ -34,6 +34,11 @@ import (
 // written to the image.
 const copyBufferSize = 1 << 20
 
+// writebackChunk is how much written content accumulates before the writer
+// asks the kernel to start writing it back. Overlapping disk writes with
+// the conversion makes the caller's final fsync cheap.
+const writebackChunk = 16 << 20
+
 // maxBlocks bounds the image: block addresses are 32 bits.
 const maxBlocks = math.MaxUint32
 
@@ -71,6 +76,8 @@ type Writer struct {
 	extents []extent
 	buf     []byte
 	done    bool
+	// writeback is the offset up to which writeback has been started.
+	writeback int64
 }
 
 // NewWriter returns a writer that builds an image in f, which must be empty
@@ -114,7 +121,20 @@ func (w *Writer) AddFile(r io.Reader, size int64) (uint64, error) {
 	}
 	w.next = start + uint32(nblocks)
 	w.extents = append(w.extents, extent{start: start, nblocks: uint32(nblocks)})
+	w.startWriteback()
 	return uint64(len(w.extents) - 1), nil
+}
+
+// startWriteback asks the kernel to begin writing back what was written
+// since the last call, without waiting for it. Failure is harmless: the
+// caller's fsync does the work then.
+func (w *Writer) startWriteback() {
+	end := int64(w.next) * BlockSize
+	if end-w.writeback < writebackChunk {
+		return
+	}
+	unix.SyncFileRange(int(w.f.Fd()), w.writeback, end-w.writeback, unix.SYNC_FILE_RANGE_WRITE)
+	w.writeback = end
 }
 
 // writeSparse writes b at off, skipping whole zero blocks so they stay holes.
