@@ -1,0 +1,343 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Client is a connection to one sandbox. Its methods may be called from
+// many goroutines at once; each call is an independent request.
+type Client struct {
+	conn    net.Conn
+	fw      *frameWriter
+	welcome Welcome
+
+	mu     sync.Mutex
+	nextID uint64
+	calls  map[uint64]*clientCall
+	err    error // why the connection ended; set once
+	closed chan struct{}
+}
+
+// clientCall is a request waiting for its response.
+type clientCall struct {
+	stdout, stderr, file io.Writer
+	resp                 chan message
+}
+
+// Dial connects to a sandbox's control endpoint: "unix:PATH" or a path.
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	path := strings.TrimPrefix(addr, "unix:")
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the sandbox at %s: %w (is the rungv process running?)", path, err)
+	}
+	c, err := NewClient(ctx, conn, "gvx-go")
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewClient runs the handshake on conn and starts reading responses. The
+// client owns conn from then on.
+func NewClient(ctx context.Context, conn net.Conn, name string) (*Client, error) {
+	c := &Client{conn: conn, fw: &frameWriter{w: conn}, calls: make(map[uint64]*clientCall), closed: make(chan struct{})}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+		defer conn.SetDeadline(time.Time{})
+	}
+	if err := c.fw.writeJSON(Hello{Protocol: ProtocolName, Version: Version, Client: name}); err != nil {
+		return nil, fmt.Errorf("control handshake: %w", err)
+	}
+	fr := newFrameReader(conn)
+	p, err := fr.next()
+	if err != nil {
+		return nil, fmt.Errorf("control handshake: %w (the sandbox closed the connection)", err)
+	}
+	if p[0] != kindJSON || json.Unmarshal(p[1:], &c.welcome) != nil || c.welcome.Protocol != ProtocolName {
+		return nil, fmt.Errorf("control handshake: the peer does not speak %s", ProtocolName)
+	}
+	if c.welcome.Error != nil {
+		return nil, c.welcome.Error
+	}
+	go c.read(fr)
+	return c, nil
+}
+
+// Info describes the sandbox.
+func (c *Client) Info() SandboxInfo { return c.welcome.Sandbox }
+
+// Close closes the connection. Commands it started that are still running
+// are killed by the sandbox.
+func (c *Client) Close() error {
+	c.fail(net.ErrClosed)
+	return c.conn.Close()
+}
+
+// Done is closed when the connection has ended.
+func (c *Client) Done() <-chan struct{} { return c.closed }
+
+// Err says why the connection ended (nil while it is up).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Client) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	close(c.closed)
+}
+
+// read routes frames to calls until the connection ends.
+func (c *Client) read(fr *frameReader) {
+	for {
+		p, err := fr.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+				err = errors.New("the sandbox closed the control connection (it exited or was killed)")
+			}
+			c.fail(err)
+			c.conn.Close()
+			return
+		}
+		switch p[0] {
+		case kindJSON:
+			var m message
+			if err := json.Unmarshal(p[1:], &m); err != nil {
+				c.fail(fmt.Errorf("malformed message from the sandbox: %w", err))
+				c.conn.Close()
+				return
+			}
+			c.mu.Lock()
+			call := c.calls[m.ID]
+			delete(c.calls, m.ID)
+			c.mu.Unlock()
+			if call != nil {
+				call.resp <- m
+			}
+		case kindData:
+			d, err := parseData(p)
+			if err != nil {
+				c.fail(err)
+				c.conn.Close()
+				return
+			}
+			c.mu.Lock()
+			call := c.calls[d.id]
+			c.mu.Unlock()
+			if call == nil {
+				continue
+			}
+			var w io.Writer
+			switch d.stream {
+			case StreamStdout:
+				w = call.stdout
+			case StreamStderr:
+				w = call.stderr
+			case StreamFile:
+				w = call.file
+			}
+			if w != nil && len(d.data) > 0 {
+				w.Write(d.data)
+			}
+		}
+	}
+}
+
+// start sends a request and registers its call.
+func (c *Client) start(method string, params any, call *clientCall) (uint64, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return 0, err
+	}
+	call.resp = make(chan message, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, unavailable(err)
+	}
+	c.nextID++
+	id := c.nextID
+	c.calls[id] = call
+	c.mu.Unlock()
+	if err := c.fw.writeJSON(message{ID: id, Method: method, Params: raw}); err != nil {
+		c.forget(id)
+		return 0, unavailable(err)
+	}
+	return id, nil
+}
+
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+func unavailable(err error) error {
+	return &Error{Code: CodeUnavailable, Message: "the sandbox is not reachable: " + err.Error()}
+}
+
+// wait waits for a call's response and decodes its result into out.
+func (c *Client) wait(ctx context.Context, id uint64, call *clientCall, out any) error {
+	select {
+	case m := <-call.resp:
+		if m.Error != nil {
+			return m.Error
+		}
+		if out != nil && len(m.Result) > 0 {
+			if err := json.Unmarshal(m.Result, out); err != nil {
+				return fmt.Errorf("malformed result from the sandbox: %w", err)
+			}
+		}
+		return nil
+	case <-c.closed:
+		// The response may have raced with the end of the connection.
+		select {
+		case m := <-call.resp:
+			if m.Error != nil {
+				return m.Error
+			}
+			if out != nil && len(m.Result) > 0 {
+				return json.Unmarshal(m.Result, out)
+			}
+			return nil
+		default:
+		}
+		c.forget(id)
+		return unavailable(c.Err())
+	case <-ctx.Done():
+		c.forget(id)
+		return ctx.Err()
+	}
+}
+
+func (c *Client) call(ctx context.Context, method string, params, out any) error {
+	call := &clientCall{}
+	id, err := c.start(method, params, call)
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, id, call, out)
+}
+
+// ExecIO are the streams of an Exec. Writers are called from the client's
+// reader goroutine and should not block for long (a bytes.Buffer is fine).
+type ExecIO struct {
+	Stdin  io.Reader // nil: /dev/null
+	Stdout io.Writer // nil: discarded
+	Stderr io.Writer // nil: discarded
+}
+
+// Exec runs a command to completion. If ctx ends first, the command is
+// killed and ctx's error returned.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecResult, error) {
+	req.Stdin = eio.Stdin != nil
+	call := &clientCall{stdout: eio.Stdout, stderr: eio.Stderr}
+	id, err := c.start(MethodExec, req, call)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if eio.Stdin != nil {
+		go c.sendInput(id, StreamStdin, eio.Stdin)
+	}
+	var res ExecResult
+	err = c.wait(ctx, id, call, &res)
+	if ctx.Err() != nil && err == ctx.Err() {
+		// Kill the command; its response is dropped.
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.call(kctx, MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, nil)
+	}
+	return res, err
+}
+
+// sendInput streams r as data frames and ends the stream. A read error
+// ends it too (the command sees EOF).
+func (c *Client) sendInput(id uint64, stream uint8, r io.Reader) error {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if werr := c.fw.writeData(id, stream, 0, buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			c.fw.writeData(id, stream, FlagEOF, nil)
+			return err
+		}
+		c.mu.Lock()
+		_, live := c.calls[id]
+		c.mu.Unlock()
+		if !live {
+			return nil
+		}
+	}
+}
+
+// Signal sends a signal to the sandbox's init process.
+func (c *Client) Signal(ctx context.Context, sig int) error {
+	return c.call(ctx, MethodSignal, SignalRequest{Signal: sig}, nil)
+}
+
+// ReadFile writes the content of a regular file in the sandbox to w.
+func (c *Client) ReadFile(ctx context.Context, path string, w io.Writer) (FileInfo, error) {
+	call := &clientCall{file: w}
+	id, err := c.start(MethodReadFile, PathRequest{Path: path}, call)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	var info FileInfo
+	return info, c.wait(ctx, id, call, &info)
+}
+
+// WriteFile creates or replaces a regular file in the sandbox with r's
+// content.
+func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, r io.Reader) (FileInfo, error) {
+	call := &clientCall{}
+	id, err := c.start(MethodWriteFile, req, call)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	go c.sendInput(id, StreamFile, r)
+	var info FileInfo
+	return info, c.wait(ctx, id, call, &info)
+}
+
+// Stat describes a file in the sandbox.
+func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
+	var info FileInfo
+	return info, c.call(ctx, MethodStat, PathRequest{Path: path}, &info)
+}
+
+// Wait blocks until the sandbox's init process exits.
+func (c *Client) Wait(ctx context.Context) (WaitResult, error) {
+	var res WaitResult
+	return res, c.call(ctx, MethodWait, struct{}{}, &res)
+}
+
+// Shutdown stops the sandbox: SIGTERM to init, SIGKILL after grace.
+func (c *Client) Shutdown(ctx context.Context, grace time.Duration) error {
+	return c.call(ctx, MethodShutdown, ShutdownRequest{Grace: Duration(grace)}, nil)
+}

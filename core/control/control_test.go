@@ -1,0 +1,430 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests cover the protocol itself against a small in-memory backend
+// with a few built-in commands. The real sandbox backend is tested through
+// rungv in core/cmd/rungv and the SDK.
+
+type testBackend struct {
+	mu      sync.Mutex
+	files   map[string][]byte
+	killed  []int
+	nextPID int
+	initSig chan int
+}
+
+func newTestBackend() *testBackend {
+	return &testBackend{files: map[string][]byte{}, nextPID: 100, initSig: make(chan int, 1)}
+}
+
+func (b *testBackend) Info() SandboxInfo { return SandboxInfo{ID: "test", PID: 4242, Hostname: "box"} }
+
+type testProcess struct {
+	pid  int
+	b    *testBackend
+	sig  chan int
+	done chan struct{}
+	code int
+	sigd int
+}
+
+func (p *testProcess) PID() int { return p.pid }
+func (p *testProcess) Signal(sig int) error {
+	select {
+	case p.sig <- sig:
+	default:
+	}
+	return nil
+}
+func (p *testProcess) Wait() (int, int, error) { <-p.done; return p.code, p.sigd, nil }
+
+// Exec knows: echo ARGS (stdout), err ARGS (stderr), cat (stdin to
+// stdout), exit N, sleep (until signalled), spew N (N bytes of 'x').
+func (b *testBackend) Exec(ctx context.Context, req ExecRequest, stdio Stdio) (Process, error) {
+	b.mu.Lock()
+	b.nextPID++
+	p := &testProcess{pid: b.nextPID, b: b, sig: make(chan int, 1), done: make(chan struct{})}
+	b.mu.Unlock()
+	args := req.Argv[1:]
+	switch req.Argv[0] {
+	case "echo", "err", "cat", "exit", "sleep", "spew", "env":
+	default:
+		return nil, Errorf(CodeNotFound, "%s: command not found", req.Argv[0])
+	}
+	go func() {
+		defer close(p.done)
+		switch req.Argv[0] {
+		case "echo":
+			fmt.Fprintln(stdio.Stdout, strings.Join(args, " "))
+		case "err":
+			fmt.Fprintln(stdio.Stderr, strings.Join(args, " "))
+		case "env":
+			fmt.Fprintln(stdio.Stdout, strings.Join(req.Env, ",")+"|"+req.Cwd+"|"+req.User)
+		case "cat":
+			if stdio.Stdin != nil {
+				io.Copy(stdio.Stdout, stdio.Stdin)
+			}
+		case "exit":
+			p.code, _ = strconv.Atoi(args[0])
+		case "spew":
+			n, _ := strconv.Atoi(args[0])
+			stdio.Stdout.Write(bytes.Repeat([]byte("x"), n))
+		case "sleep":
+			p.sigd = <-p.sig
+			p.code = 128 + p.sigd
+			b.mu.Lock()
+			b.killed = append(b.killed, p.pid)
+			b.mu.Unlock()
+		}
+	}()
+	return p, nil
+}
+
+func (b *testBackend) SignalInit(sig int) error { b.initSig <- sig; return nil }
+
+func (b *testBackend) ReadFile(ctx context.Context, path string, w io.Writer) (FileInfo, error) {
+	b.mu.Lock()
+	data, ok := b.files[path]
+	b.mu.Unlock()
+	if !ok {
+		return FileInfo{}, fmt.Errorf("open %s: %w", path, fs.ErrNotExist)
+	}
+	w.Write(data)
+	return FileInfo{Path: path, Size: int64(len(data)), Mode: syscall.S_IFREG | 0o644}, nil
+}
+
+func (b *testBackend) WriteFile(ctx context.Context, req WriteFileRequest, r io.Reader) (FileInfo, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	b.mu.Lock()
+	b.files[req.Path] = data
+	b.mu.Unlock()
+	return FileInfo{Path: req.Path, Size: int64(len(data)), Mode: syscall.S_IFREG | req.Mode}, nil
+}
+
+func (b *testBackend) Stat(ctx context.Context, path string) (FileInfo, error) {
+	b.mu.Lock()
+	data, ok := b.files[path]
+	b.mu.Unlock()
+	if !ok {
+		return FileInfo{}, fs.ErrNotExist
+	}
+	return FileInfo{Path: path, Size: int64(len(data))}, nil
+}
+
+func (b *testBackend) Wait(ctx context.Context) (WaitResult, error) {
+	select {
+	case sig := <-b.initSig:
+		return WaitResult{ExitCode: 128 + sig, Signal: sig}, nil
+	case <-ctx.Done():
+		return WaitResult{}, ctx.Err()
+	}
+}
+
+func (b *testBackend) Shutdown(ctx context.Context, grace time.Duration) error { return nil }
+
+var _ Backend = (*testBackend)(nil)
+
+// serve starts a server for b on a unix socket and returns a connected
+// client.
+func serve(t *testing.T, b Backend) (*Client, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		NewServer(b).Serve(ctx, l)
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	c, err := Dial(context.Background(), "unix:"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, sock
+}
+
+func run(t *testing.T, c *Client, req ExecRequest, stdin io.Reader) (ExecResult, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	res, err := c.Exec(context.Background(), req, ExecIO{Stdin: stdin, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatalf("exec %v: %v", req.Argv, err)
+	}
+	return res, out.String(), errb.String()
+}
+
+func TestExecBasics(t *testing.T) {
+	b := newTestBackend()
+	c, _ := serve(t, b)
+	if c.Info().Hostname != "box" || c.Info().PID != 4242 {
+		t.Errorf("Info() = %+v", c.Info())
+	}
+	res, out, errOut := run(t, c, ExecRequest{Argv: []string{"echo", "hello", "world"}}, nil)
+	if out != "hello world\n" || errOut != "" || res.ExitCode != 0 || res.PID == 0 {
+		t.Errorf("echo: %+v %q %q", res, out, errOut)
+	}
+	_, out, errOut = run(t, c, ExecRequest{Argv: []string{"err", "oops"}}, nil)
+	if out != "" || errOut != "oops\n" {
+		t.Errorf("stderr: %q %q", out, errOut)
+	}
+	if res, _, _ = run(t, c, ExecRequest{Argv: []string{"exit", "3"}}, nil); res.ExitCode != 3 {
+		t.Errorf("exit 3: %+v", res)
+	}
+	_, out, _ = run(t, c, ExecRequest{Argv: []string{"env"}, Env: []string{"A=1", "B=2"}, Cwd: "/work", User: "1000:1000"}, nil)
+	if out != "A=1,B=2|/work|1000:1000\n" {
+		t.Errorf("env/cwd/user not passed: %q", out)
+	}
+	_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"nope"}}, ExecIO{})
+	if !IsCode(err, CodeNotFound) || !strings.Contains(err.Error(), "command not found") {
+		t.Errorf("unknown command: %v", err)
+	}
+	_, err = c.Exec(context.Background(), ExecRequest{}, ExecIO{})
+	if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "argv is empty") {
+		t.Errorf("empty argv: %v", err)
+	}
+}
+
+func TestExecStreamsLargeData(t *testing.T) {
+	c, _ := serve(t, newTestBackend())
+	in := make([]byte, 10<<20)
+	rand.Read(in)
+	_, out, _ := run(t, c, ExecRequest{Argv: []string{"cat"}}, bytes.NewReader(in))
+	if out != string(in) {
+		t.Fatalf("10 MiB through stdin and stdout came back as %d bytes, different", len(out))
+	}
+	_, out, _ = run(t, c, ExecRequest{Argv: []string{"spew", "5000000"}}, nil)
+	if len(out) != 5000000 {
+		t.Fatalf("spew: %d bytes", len(out))
+	}
+}
+
+func TestConcurrentExecs(t *testing.T) {
+	c, _ := serve(t, newTestBackend())
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			payload := strings.Repeat(strconv.Itoa(i), 1000)
+			_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"cat"}}, ExecIO{Stdin: strings.NewReader(payload), Stdout: &out})
+			if err == nil && out.String() != payload {
+				err = fmt.Errorf("exec %d: output mixed up (%d bytes)", i, out.Len())
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestExecTimeoutAndCancel(t *testing.T) {
+	b := newTestBackend()
+	c, _ := serve(t, b)
+	res, _, _ := run(t, c, ExecRequest{Argv: []string{"sleep"}, Timeout: Duration(50 * time.Millisecond)}, nil)
+	if !res.TimedOut || res.ExitCode != 137 || res.Signal != 9 {
+		t.Errorf("timeout: %+v", res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("cancelled exec: %v", err)
+	}
+	// The cancelled command was killed, and the connection still works.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.killed)
+		b.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cancelled exec not killed (killed: %d)", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "ok"}}, nil); out != "ok\n" {
+		t.Errorf("after cancel: %q", out)
+	}
+}
+
+func TestClientCloseKillsItsExecs(t *testing.T) {
+	b := newTestBackend()
+	c, sock := serve(t, b)
+	go c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.killed)
+		b.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the exec of a closed connection still runs")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Stat(context.Background(), "/x"); !IsCode(err, CodeUnavailable) {
+		t.Errorf("call on a closed client: %v", err)
+	}
+	// Other clients are unaffected.
+	c2, err := Dial(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, out, _ := run(t, c2, ExecRequest{Argv: []string{"echo", "still"}}, nil); out != "still\n" {
+		t.Errorf("second client: %q", out)
+	}
+}
+
+func TestFiles(t *testing.T) {
+	c, _ := serve(t, newTestBackend())
+	ctx := context.Background()
+	content := make([]byte, 3<<20)
+	rand.Read(content)
+	info, err := c.WriteFile(ctx, WriteFileRequest{Path: "/a/b", Mode: 0o600}, bytes.NewReader(content))
+	if err != nil || info.Size != int64(len(content)) || info.Mode&0o777 != 0o600 {
+		t.Fatalf("write: %+v %v", info, err)
+	}
+	var got bytes.Buffer
+	if info, err = c.ReadFile(ctx, "/a/b", &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+		t.Fatalf("read back: %v, %d bytes", err, got.Len())
+	}
+	if _, err := c.ReadFile(ctx, "/missing", io.Discard); !IsCode(err, CodeNotFound) {
+		t.Errorf("missing file: %v", err)
+	}
+	if info, err := c.Stat(ctx, "/a/b"); err != nil || info.Size != int64(len(content)) {
+		t.Errorf("stat: %+v %v", info, err)
+	}
+}
+
+func TestInitSignalAndWait(t *testing.T) {
+	c, _ := serve(t, newTestBackend())
+	ctx := context.Background()
+	done := make(chan WaitResult)
+	go func() {
+		res, _ := c.Wait(ctx)
+		done <- res
+	}()
+	if err := c.Signal(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.ExitCode != 143 || res.Signal != 15 {
+		t.Errorf("wait: %+v", res)
+	}
+	if err := c.Signal(ctx, 0); !IsCode(err, CodeInvalid) {
+		t.Errorf("signal 0: %v", err)
+	}
+}
+
+func TestProtocolErrors(t *testing.T) {
+	_, sock := serve(t, newTestBackend())
+	ctx := context.Background()
+
+	// A client of another major version is refused with a clear message.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw := &frameWriter{w: conn}
+	fw.writeJSON(Hello{Protocol: ProtocolName, Version: 99})
+	p, err := newFrameReader(conn).next()
+	conn.Close()
+	if err != nil || !strings.Contains(string(p), "same gvx release") {
+		t.Errorf("version mismatch: %q %v", p, err)
+	}
+
+	// Unknown methods are refused, the connection stays.
+	c, err := Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.call(ctx, "teleport", struct{}{}, nil); !IsCode(err, CodeUnsupported) {
+		t.Errorf("unknown method: %v", err)
+	}
+	if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "fine"}}, nil); out != "fine\n" {
+		t.Errorf("after an unknown method: %q", out)
+	}
+
+	// A peer that is not a gvx client gets nothing and is dropped.
+	conn, _ = net.Dial("unix", sock)
+	conn.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _ := conn.Read(make([]byte, 10))
+	conn.Close()
+	if n != 0 {
+		t.Errorf("a non-gvx peer got %d bytes", n)
+	}
+}
+
+func TestServerGoneFailsCalls(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, _ := net.Listen("unix", sock)
+	ctx, cancel := context.WithCancel(context.Background())
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		conn, _ := l.Accept()
+		accepted <- conn
+		NewServer(newTestBackend()).ServeConn(ctx, conn)
+	}()
+	c, err := Dial(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	errc := make(chan error)
+	go func() {
+		_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	(<-accepted).Close() // the sandbox dies
+	cancel()
+	select {
+	case err := <-errc:
+		if !IsCode(err, CodeUnavailable) || !strings.Contains(err.Error(), "closed the control connection") {
+			t.Errorf("exec when the sandbox died: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("exec hangs after the sandbox died")
+	}
+	<-c.Done()
+}

@@ -1,0 +1,398 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Backend is what a sandbox offers its clients; rungv implements it over
+// core/sentry. Methods are called concurrently.
+type Backend interface {
+	// Info describes the sandbox.
+	Info() SandboxInfo
+	// Exec starts a command. Stdio.Stdin is nil when the request has no
+	// stdin (the command gets /dev/null).
+	Exec(ctx context.Context, req ExecRequest, stdio Stdio) (Process, error)
+	// SignalInit sends a signal to the sandbox's init process.
+	SignalInit(sig int) error
+	// ReadFile writes the content of a regular file to w.
+	ReadFile(ctx context.Context, path string, w io.Writer) (FileInfo, error)
+	// WriteFile creates or replaces a regular file with r's content.
+	WriteFile(ctx context.Context, req WriteFileRequest, r io.Reader) (FileInfo, error)
+	// Stat describes a file without following a final symlink.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// Wait blocks until init exits (or ctx ends).
+	Wait(ctx context.Context) (WaitResult, error)
+	// Shutdown stops the sandbox: SIGTERM to init, SIGKILL to all after
+	// grace. It returns when everything is stopped.
+	Shutdown(ctx context.Context, grace time.Duration) error
+}
+
+// Stdio are a command's standard streams.
+type Stdio struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Process is a running command.
+type Process interface {
+	// PID is the command's process ID inside the sandbox.
+	PID() int
+	// Signal sends sig to the command.
+	Signal(sig int) error
+	// Wait returns once the command exited and all its output has been
+	// written to Stdio: the exit code (128+N after signal N) and the
+	// killing signal, if any.
+	Wait() (exitCode, signal int, err error)
+}
+
+// Server serves the protocol for one Backend.
+type Server struct {
+	backend Backend
+	// Logf, if set, receives one line per connection-level failure.
+	Logf func(format string, args ...any)
+}
+
+// NewServer returns a server for b.
+func NewServer(b Backend) *Server {
+	return &Server{backend: b}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+// Serve accepts connections on l until ctx ends or l fails, serving each in
+// its own goroutine.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.ServeConn(ctx, c); err != nil {
+				s.logf("control: connection: %v", err)
+			}
+		}()
+	}
+}
+
+// serverConn is one client connection.
+type serverConn struct {
+	s  *Server
+	c  net.Conn
+	fw *frameWriter
+
+	mu    sync.Mutex
+	calls map[uint64]*serverCall
+}
+
+// serverCall is a request in progress.
+type serverCall struct {
+	in      *streamPipe // stdin or a written file's content, if any
+	process Process     // a running exec
+}
+
+// ServeConn serves one connection until the client closes it. Commands the
+// client started and did not see finish are killed when it goes away.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
+	defer c.Close()
+	sc := &serverConn{s: s, c: c, fw: &frameWriter{w: c}, calls: make(map[uint64]*serverCall)}
+	fr := newFrameReader(c)
+	if err := sc.handshake(fr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		sc.abandon()
+		wg.Wait()
+	}()
+	for {
+		p, err := fr.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
+				return nil
+			}
+			return err
+		}
+		switch p[0] {
+		case kindJSON:
+			var m message
+			if err := json.Unmarshal(p[1:], &m); err != nil {
+				return fmt.Errorf("malformed message: %w", err)
+			}
+			call := sc.register(m)
+			if call == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sc.handle(ctx, m, call)
+			}()
+		case kindData:
+			d, err := parseData(p)
+			if err != nil {
+				return err
+			}
+			sc.mu.Lock()
+			call := sc.calls[d.id]
+			sc.mu.Unlock()
+			if call == nil || call.in == nil {
+				continue // the request already ended: drop
+			}
+			call.in.write(d.data)
+			if d.flags&FlagEOF != 0 {
+				call.in.finish(io.EOF)
+			}
+		default:
+			return fmt.Errorf("unknown frame kind %q", p[0])
+		}
+	}
+}
+
+func (sc *serverConn) handshake(fr *frameReader) error {
+	p, err := fr.next()
+	if err != nil {
+		return fmt.Errorf("reading hello: %w", err)
+	}
+	var h Hello
+	if p[0] != kindJSON || json.Unmarshal(p[1:], &h) != nil || h.Protocol != ProtocolName {
+		return fmt.Errorf("the client does not speak %s", ProtocolName)
+	}
+	w := Welcome{Protocol: ProtocolName, Version: Version, Sandbox: sc.s.backend.Info()}
+	if h.Version != Version {
+		w.Error = Errorf(CodeUnsupported, "this sandbox speaks %s version %d, the client version %d: use a client from the same gvx release as rungv", ProtocolName, Version, h.Version)
+	}
+	if err := sc.fw.writeJSON(w); err != nil {
+		return err
+	}
+	if w.Error != nil {
+		return w.Error
+	}
+	return nil
+}
+
+// register records a new request; it returns nil (after answering) for a
+// duplicate id.
+func (sc *serverConn) register(m message) *serverCall {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if _, dup := sc.calls[m.ID]; dup {
+		go sc.fw.writeJSON(message{ID: m.ID, Error: Errorf(CodeInvalid, "request id %d is already in use on this connection", m.ID)})
+		return nil
+	}
+	call := &serverCall{}
+	switch m.Method {
+	case MethodExec, MethodWriteFile:
+		// Input may arrive right behind the request.
+		call.in = newStreamPipe()
+	}
+	sc.calls[m.ID] = call
+	return call
+}
+
+func (sc *serverConn) done(id uint64) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if call := sc.calls[id]; call != nil && call.in != nil {
+		call.in.Close()
+	}
+	delete(sc.calls, id)
+}
+
+// abandon kills the commands of a connection that went away.
+func (sc *serverConn) abandon() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, call := range sc.calls {
+		if call.in != nil {
+			call.in.finish(io.ErrUnexpectedEOF)
+		}
+		if call.process != nil {
+			call.process.Signal(int(syscall.SIGKILL))
+		}
+	}
+}
+
+func (sc *serverConn) handle(ctx context.Context, m message, call *serverCall) {
+	result, err := sc.dispatch(ctx, m, call)
+	sc.done(m.ID)
+	resp := message{ID: m.ID}
+	if err != nil {
+		resp.Error = toError(err)
+	} else if resp.Result, err = json.Marshal(result); err != nil {
+		resp.Error = Errorf(CodeInternal, "encoding the result: %v", err)
+	}
+	if err := sc.fw.writeJSON(resp); err != nil {
+		sc.s.logf("control: answering request %d: %v", m.ID, err)
+	}
+}
+
+func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall) (any, error) {
+	b := sc.s.backend
+	switch m.Method {
+	case MethodExec:
+		var req ExecRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		return sc.exec(ctx, m.ID, req, call)
+	case MethodSignal:
+		var req SignalRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		return struct{}{}, sc.signal(req)
+	case MethodReadFile:
+		var req PathRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		w := &streamWriter{fw: sc.fw, id: m.ID, stream: StreamFile}
+		info, err := b.ReadFile(ctx, req.Path, w)
+		if err != nil {
+			return nil, err
+		}
+		return info, w.eof()
+	case MethodWriteFile:
+		var req WriteFileRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		info, err := b.WriteFile(ctx, req, call.in)
+		if err != nil {
+			return nil, err
+		}
+		return info, nil
+	case MethodStat:
+		var req PathRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		return b.Stat(ctx, req.Path)
+	case MethodWait:
+		return b.Wait(ctx)
+	case MethodShutdown:
+		var req ShutdownRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		return struct{}{}, b.Shutdown(ctx, time.Duration(req.Grace))
+	}
+	return nil, Errorf(CodeUnsupported, "unknown method %q (this sandbox speaks %s version %d)", m.Method, ProtocolName, Version)
+}
+
+func (sc *serverConn) exec(ctx context.Context, id uint64, req ExecRequest, call *serverCall) (ExecResult, error) {
+	if len(req.Argv) == 0 {
+		return ExecResult{}, Errorf(CodeInvalid, "exec: argv is empty; give the command to run")
+	}
+	if req.Timeout < 0 {
+		return ExecResult{}, Errorf(CodeInvalid, "exec: negative timeout %v", time.Duration(req.Timeout))
+	}
+	stdout := &streamWriter{fw: sc.fw, id: id, stream: StreamStdout}
+	stderr := &streamWriter{fw: sc.fw, id: id, stream: StreamStderr}
+	stdio := Stdio{Stdout: stdout, Stderr: stderr}
+	if req.Stdin {
+		stdio.Stdin = call.in
+	}
+	start := time.Now()
+	p, err := sc.s.backend.Exec(ctx, req, stdio)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	sc.mu.Lock()
+	call.process = p
+	sc.mu.Unlock()
+
+	var timedOut atomic.Bool
+	if req.Timeout > 0 {
+		timer := time.AfterFunc(time.Duration(req.Timeout), func() {
+			timedOut.Store(true)
+			p.Signal(int(syscall.SIGKILL))
+		})
+		defer timer.Stop()
+	}
+	code, sig, err := p.Wait()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if err := stdout.eof(); err != nil {
+		return ExecResult{}, err
+	}
+	if err := stderr.eof(); err != nil {
+		return ExecResult{}, err
+	}
+	// A command that ended by itself just as the timer fired did not
+	// time out.
+	killed := timedOut.Load() && sig == int(syscall.SIGKILL)
+	return ExecResult{ExitCode: code, Signal: sig, TimedOut: killed, Duration: Duration(time.Since(start)), PID: p.PID()}, nil
+}
+
+func (sc *serverConn) signal(req SignalRequest) error {
+	if req.Signal <= 0 || req.Signal > 64 {
+		return Errorf(CodeInvalid, "signal %d is not a signal number (1..64)", req.Signal)
+	}
+	if req.Exec == 0 {
+		return sc.s.backend.SignalInit(req.Signal)
+	}
+	sc.mu.Lock()
+	call := sc.calls[req.Exec]
+	sc.mu.Unlock()
+	if call == nil || call.process == nil {
+		return Errorf(CodeNotFound, "no running exec with request id %d on this connection", req.Exec)
+	}
+	return call.process.Signal(req.Signal)
+}
+
+// toError maps backend errors to protocol errors.
+func toError(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, fs.ErrNotExist):
+		return &Error{Code: CodeNotFound, Message: err.Error()}
+	case errors.Is(err, fs.ErrPermission):
+		return &Error{Code: CodePermission, Message: err.Error()}
+	case errors.Is(err, fs.ErrExist):
+		return &Error{Code: CodeExists, Message: err.Error()}
+	case errors.Is(err, syscall.EISDIR):
+		return &Error{Code: CodeIsDir, Message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: CodeTimeout, Message: err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &Error{Code: CodeUnavailable, Message: err.Error()}
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
