@@ -1,0 +1,104 @@
+package ext4lite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"z.gfire.dev/gvx/core/ext4lite/blockdev"
+	"z.gfire.dev/gvx/core/ext4lite/disk"
+)
+
+// CheckResult is the outcome of Check.
+type CheckResult struct {
+	// Clean says e2fsck found nothing to fix and nothing to warn about,
+	// and the filesystem does not need recovery.
+	Clean bool
+	// NeedsRecovery reports the superblock's needs_recovery flag.
+	NeedsRecovery bool
+	// ExitCode is e2fsck's exit status.
+	ExitCode int
+	// Problems are the output lines that made the check fail.
+	Problems []string
+	// Output is e2fsck's full output.
+	Output string
+}
+
+// ErrNoE2fsck is returned by Check when e2fsck is not installed.
+var ErrNoE2fsck = errors.New("ext4lite: e2fsck not found (install e2fsprogs)")
+
+var problemLine = regexp.MustCompile(`(?i)fix\?|warning|optimize\?|clear\?|salvage\?|relocate\?|recreate\?|run journal anyway|abort\?`)
+
+// Check runs `e2fsck -fn` on the image at path, a delta being flattened to
+// a temporary file first. e2fsck exits 0 even when the filesystem needs
+// recovery, so Check also reads the needs_recovery flag and scans the
+// output for fixes and warnings.
+func Check(path string) (*CheckResult, error) {
+	e2fsck, err := exec.LookPath("e2fsck")
+	if err != nil {
+		for _, p := range []string{"/sbin/e2fsck", "/usr/sbin/e2fsck"} {
+			if _, serr := os.Stat(p); serr == nil {
+				e2fsck, err = p, nil
+				break
+			}
+		}
+		if err != nil {
+			return nil, ErrNoE2fsck
+		}
+	}
+	image := path
+	if isDelta, err := blockdev.IsDelta(path); err != nil {
+		return nil, err
+	} else if isDelta {
+		tmp, err := os.MkdirTemp("", "ext4lite-check-")
+		if err != nil {
+			return nil, fmt.Errorf("ext4lite: check: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		image = filepath.Join(tmp, "flat.img")
+		if err := Flatten(path, image); err != nil {
+			return nil, err
+		}
+	}
+	res := &CheckResult{}
+	sbBuf := make([]byte, disk.SuperblockSize)
+	f, err := os.Open(image)
+	if err != nil {
+		return nil, fmt.Errorf("ext4lite: check: %w", err)
+	}
+	_, err = f.ReadAt(sbBuf, disk.SuperblockOffset)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("ext4lite: check: read superblock: %w", err)
+	}
+	if sb, err := disk.ParseSuperblock(sbBuf); err == nil {
+		res.NeedsRecovery = sb.HasIncompat(disk.IncompatRecover)
+	}
+	cmd := exec.Command(e2fsck, "-fn", image)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	res.Output = out.String()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		res.ExitCode = exit.ExitCode()
+	case err != nil:
+		return nil, fmt.Errorf("ext4lite: run e2fsck: %w", err)
+	}
+	for _, line := range strings.Split(res.Output, "\n") {
+		if problemLine.MatchString(line) {
+			res.Problems = append(res.Problems, line)
+		}
+	}
+	if res.NeedsRecovery {
+		res.Problems = append(res.Problems, "superblock has needs_recovery set")
+	}
+	res.Clean = res.ExitCode == 0 && len(res.Problems) == 0
+	return res, nil
+}

@@ -1,0 +1,555 @@
+package ext4lite
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/ext4lite/disk"
+)
+
+// gapBuckets classifies directory blocks by their largest free gap in
+// 4-byte steps up to the largest entry (8 + 255 rounded up = 264 bytes).
+const gapBuckets = (disk.DirEntryHeader+disk.MaxNameLen+3)/4 + 1
+
+// maxDirBlocks caps linear directories at 2 GiB, as ext4 without largedir.
+const maxDirSize = 1 << 31
+
+// dirSlot locates one entry.
+type dirSlot struct {
+	ino   Ino
+	block uint32 // logical directory block
+	off   uint32 // offset in the block
+	ft    uint8
+}
+
+// dirBlockInfo is the free-space summary of one directory block.
+type dirBlockInfo struct {
+	maxGap int
+	bucket int // -1 when not bucketed (htree index blocks)
+	pos    int
+}
+
+// dirIndex is the in-memory index of a directory: every name, and the
+// blocks by free space, so lookups and inserts never scan the directory.
+type dirIndex struct {
+	names   map[string]dirSlot
+	blocks  []dirBlockInfo
+	buckets [gapBuckets][]uint32
+	// entries and subdirs count entries other than "." and "..".
+	entries int
+	subdirs int
+	// dxNodes are the logical blocks holding htree interior nodes; with
+	// the root in block 0 they are stripped before the first change.
+	dxNodes []uint32
+}
+
+func gapBucket(gap int) int { return min(gap, (gapBuckets-1)*4) / 4 }
+
+func (d *dirIndex) setGap(lblk uint32, gap int) {
+	bi := &d.blocks[lblk]
+	if bi.bucket >= 0 {
+		list := d.buckets[bi.bucket]
+		last := list[len(list)-1]
+		list[bi.pos] = last
+		d.blocks[last].pos = bi.pos
+		d.buckets[bi.bucket] = list[:len(list)-1]
+	}
+	bi.maxGap = gap
+	bi.bucket = gapBucket(gap)
+	bi.pos = len(d.buckets[bi.bucket])
+	d.buckets[bi.bucket] = append(d.buckets[bi.bucket], lblk)
+}
+
+// blockWithRoom returns a block with a gap of at least need bytes.
+func (d *dirIndex) blockWithRoom(need int) (uint32, bool) {
+	for b := (need + 3) / 4; b < gapBuckets; b++ {
+		if l := d.buckets[b]; len(l) > 0 {
+			return l[len(l)-1], true
+		}
+	}
+	return 0, false
+}
+
+// dirEnd is where entries end in a leaf block (before the checksum tail).
+func (fs *FS) dirEnd() int {
+	if fs.csum {
+		return fs.geo.blockSize - disk.DirTailSize
+	}
+	return fs.geo.blockSize
+}
+
+// dirBlock returns the buffer of logical block lblk of directory n.
+func (fs *FS) dirBlock(n *inode, m *fileMap, lblk uint32) (*buffer, error) {
+	mp := m.lookup(uint64(lblk), 1)
+	if mp.physical == 0 || mp.uninit {
+		return nil, corruptf("directory %d has a hole at block %d", n.ino, lblk)
+	}
+	return fs.bread(mp.physical)
+}
+
+// dirIndexOf returns directory n's index, loading it on first use.
+func (fs *FS) dirIndexOf(n *inode) (*dirIndex, error) {
+	if !n.isDir() {
+		return nil, unix.ENOTDIR
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return nil, err
+	}
+	n.loadMu.Lock()
+	defer n.loadMu.Unlock()
+	if n.dir != nil {
+		return n.dir, nil
+	}
+	if n.raw.Flags()&disk.FlagInlineData != 0 {
+		return nil, fmt.Errorf("directory %d keeps its entries inline (inline_data): %w", n.ino, unix.EOPNOTSUPP)
+	}
+	d, err := fs.loadDirIndex(n, m)
+	if err != nil {
+		return nil, fmt.Errorf("directory %d: %w", n.ino, err)
+	}
+	n.dir = d
+	return d, nil
+}
+
+func (fs *FS) loadDirIndex(n *inode, m *fileMap) (*dirIndex, error) {
+	size := n.raw.Size()
+	bs := uint64(fs.geo.blockSize)
+	if size%bs != 0 || size == 0 || size > maxDirSize {
+		return nil, corruptf("directory size %d", size)
+	}
+	nblocks := uint32(size / bs)
+	d := &dirIndex{names: make(map[string]dirSlot, nblocks*8), blocks: make([]dirBlockInfo, nblocks)}
+	for i := range d.blocks {
+		d.blocks[i].bucket = -1
+	}
+	seed := fs.inodeSeed(n)
+	isNode := map[uint32]bool{}
+	indexed := n.raw.Flags()&disk.FlagIndex != 0
+	if indexed {
+		b, err := fs.dirBlock(n, m, 0)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := fs.dxNodes(n, m, b.data, nblocks, seed)
+		if err != nil {
+			return nil, err
+		}
+		d.dxNodes = nodes
+		for _, l := range nodes {
+			isNode[l] = true
+		}
+	}
+	for lblk := range nblocks {
+		if isNode[lblk] {
+			continue
+		}
+		b, err := fs.dirBlock(n, m, lblk)
+		if err != nil {
+			return nil, err
+		}
+		end := fs.geo.blockSize
+		if fs.csum && !(indexed && lblk == 0) {
+			if err := disk.VerifyDirTail(b.data, seed); err != nil {
+				return nil, fmt.Errorf("block %d: %w", lblk, err)
+			}
+			end -= disk.DirTailSize
+		}
+		var werr error
+		err = disk.WalkDirBlock(b.data, end, fs.geo.inodesCount, func(e disk.DirEntry) bool {
+			if e.Inode == 0 {
+				return true
+			}
+			name := string(e.Name)
+			if _, dup := d.names[name]; dup {
+				werr = corruptf("name %q appears twice", name)
+				return false
+			}
+			d.names[name] = dirSlot{ino: e.Inode, block: lblk, off: uint32(e.Offset), ft: e.FileType}
+			if name != "." && name != ".." {
+				d.entries++
+				if e.FileType == disk.FtDir {
+					d.subdirs++
+				}
+			}
+			return true
+		})
+		if err == nil {
+			err = werr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("block %d: %w", lblk, err)
+		}
+		if !(indexed && lblk == 0) {
+			gap, err := blockGap(b.data, end)
+			if err != nil {
+				return nil, err
+			}
+			d.setGap(lblk, gap)
+		}
+	}
+	if s, ok := d.names["."]; !ok || s.ino != n.ino || s.block != 0 || s.off != 0 {
+		return nil, corruptf("missing or wrong '.' entry")
+	}
+	if s, ok := d.names[".."]; !ok || s.block != 0 {
+		return nil, corruptf("missing '..' entry")
+	}
+	return d, nil
+}
+
+// dxNodes checks the htree root in block 0 and returns the logical blocks
+// of interior index nodes.
+func (fs *FS) dxNodes(n *inode, m *fileMap, root []byte, nblocks uint32, seed uint32) ([]uint32, error) {
+	dx, err := disk.ParseDxRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	if fs.csum {
+		if err := disk.VerifyDx(root, dx, seed); err != nil {
+			return nil, err
+		}
+	}
+	var nodes []uint32
+	level := dx.Children
+	for l := 0; l < dx.Levels; l++ {
+		var next []uint32
+		for _, c := range level {
+			if c == 0 || c >= nblocks {
+				return nil, corruptf("htree points at block %d of %d", c, nblocks)
+			}
+			b, err := fs.dirBlock(n, m, c)
+			if err != nil {
+				return nil, err
+			}
+			node, err := disk.ParseDxNode(b.data)
+			if err != nil {
+				return nil, fmt.Errorf("htree node block %d: %w", c, err)
+			}
+			if fs.csum {
+				if err := disk.VerifyDx(b.data, node, seed); err != nil {
+					return nil, fmt.Errorf("htree node block %d: %w", c, err)
+				}
+			}
+			nodes = append(nodes, c)
+			next = append(next, node.Children...)
+		}
+		level = next
+	}
+	for _, c := range level {
+		if c >= nblocks {
+			return nil, corruptf("htree points at block %d of %d", c, nblocks)
+		}
+	}
+	return nodes, nil
+}
+
+// blockGap returns the largest entry that fits into a leaf block.
+func blockGap(b []byte, end int) (int, error) {
+	best := 0
+	err := disk.WalkDirBlock(b, end, ^uint32(0), func(e disk.DirEntry) bool {
+		gap := e.RecLen
+		if e.Inode != 0 {
+			gap -= disk.DirRecLen(len(e.Name))
+		}
+		best = max(best, gap)
+		return true
+	})
+	return best, err
+}
+
+// stripHtree turns an indexed directory into a linear one: the root's
+// index (inside the ".." entry) and the interior nodes are overwritten with
+// empty space, and the index flag is cleared. Leaf blocks are already valid
+// linear blocks.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) stripHtree(n *inode, d *dirIndex) error {
+	if n.raw.Flags()&disk.FlagIndex == 0 {
+		return nil
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	seed := fs.inodeSeed(n)
+	end := fs.dirEnd()
+	b, err := fs.dirBlock(n, m, 0)
+	if err != nil {
+		return err
+	}
+	data := fs.modify(b)
+	dot, err := disk.DirEntryAt(data, 0)
+	if err != nil {
+		return err
+	}
+	clear(data[dot.RecLen+disk.DirRecLen(2):])
+	disk.SetDirEntryRecLen(data, dot.RecLen, end-dot.RecLen)
+	fs.sealDirBlock(data, seed)
+	gap, err := blockGap(data, end)
+	if err != nil {
+		return err
+	}
+	d.setGap(0, gap)
+	for _, l := range d.dxNodes {
+		b, err := fs.dirBlock(n, m, l)
+		if err != nil {
+			return err
+		}
+		data := fs.modify(b)
+		clear(data)
+		disk.PutDirEntry(data, 0, 0, end, 0, nil)
+		fs.sealDirBlock(data, seed)
+		d.setGap(l, end)
+	}
+	d.dxNodes = nil
+	n.raw.SetFlags(n.raw.Flags() &^ disk.FlagIndex)
+	fs.markDirty(n)
+	return nil
+}
+
+// sealDirBlock writes a leaf block's checksum tail.
+func (fs *FS) sealDirBlock(data []byte, seed uint32) {
+	if fs.csum {
+		disk.PutDirTail(data, seed)
+	}
+}
+
+// dirAddBlocks is the most blocks adding one entry can allocate: a
+// directory block plus extent tree growth.
+const dirAddBlocks = 2 + disk.MaxExtentDepth
+
+// dirAdd adds entry name → ino to directory n.
+//
+// Preconditions: fs.mu is held exclusively; name is not in the directory;
+// dirAddBlocks blocks were reserved.
+func (fs *FS) dirAdd(n *inode, d *dirIndex, name string, ino Ino, ft uint8) error {
+	if err := fs.stripHtree(n, d); err != nil {
+		return err
+	}
+	if !fs.filetype {
+		ft = 0
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	need := disk.DirRecLen(len(name))
+	lblk, ok := d.blockWithRoom(need)
+	var data []byte
+	if ok {
+		b, err := fs.dirBlock(n, m, lblk)
+		if err != nil {
+			return err
+		}
+		data = fs.modify(b)
+	} else {
+		if lblk, data, err = fs.dirGrow(n, m, d); err != nil {
+			return err
+		}
+	}
+	off, err := insertEntry(data, fs.dirEnd(), need, name, ino, ft)
+	if err != nil {
+		return err
+	}
+	fs.sealDirBlock(data, fs.inodeSeed(n))
+	gap, err := blockGap(data, fs.dirEnd())
+	if err != nil {
+		return err
+	}
+	d.setGap(lblk, gap)
+	d.names[name] = dirSlot{ino: ino, block: lblk, off: uint32(off), ft: ft}
+	d.entries++
+	if ft == disk.FtDir {
+		d.subdirs++
+	}
+	return nil
+}
+
+// insertEntry writes an entry into the first gap of at least need bytes.
+func insertEntry(data []byte, end, need int, name string, ino Ino, ft uint8) (int, error) {
+	at := -1
+	var slot disk.DirEntry
+	err := disk.WalkDirBlock(data, end, ^uint32(0), func(e disk.DirEntry) bool {
+		gap := e.RecLen
+		if e.Inode != 0 {
+			gap -= disk.DirRecLen(len(e.Name))
+		}
+		if gap >= need {
+			at, slot = e.Offset, e
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	if at < 0 {
+		return 0, corruptf("directory block free-space index is stale")
+	}
+	if slot.Inode == 0 {
+		disk.PutDirEntry(data, at, ino, slot.RecLen, ft, []byte(name))
+		return at, nil
+	}
+	used := disk.DirRecLen(len(slot.Name))
+	disk.SetDirEntryRecLen(data, at, used)
+	disk.PutDirEntry(data, at+used, ino, slot.RecLen-used, ft, []byte(name))
+	return at + used, nil
+}
+
+// dirGrow appends an empty block to directory n.
+func (fs *FS) dirGrow(n *inode, m *fileMap, d *dirIndex) (uint32, []byte, error) {
+	lblk := uint32(len(d.blocks))
+	if uint64(lblk+1)*uint64(fs.geo.blockSize) > maxDirSize {
+		return 0, nil, fmt.Errorf("directory %d reached %d bytes: %w", n.ino, maxDirSize, unix.ENOSPC)
+	}
+	goal := m.goalFor(uint64(lblk))
+	if goal == 0 {
+		goal = fs.inodeGoal(n.ino)
+	}
+	phys, err := fs.allocBlock(goal)
+	if err != nil {
+		return 0, nil, err
+	}
+	b := fs.bnew(phys)
+	disk.PutDirEntry(b.data, 0, 0, fs.dirEnd(), 0, nil)
+	m.insert(disk.Extent{Logical: lblk, Len: 1, Physical: phys})
+	if err := fs.writeFileMap(n, m); err != nil {
+		return 0, nil, err
+	}
+	fs.addBlocks(n, 1)
+	n.raw.SetSize(uint64(lblk+1) * uint64(fs.geo.blockSize))
+	d.blocks = append(d.blocks, dirBlockInfo{bucket: -1})
+	d.setGap(lblk, fs.dirEnd())
+	return lblk, b.data, nil
+}
+
+// dirRemove removes entry name from directory n.
+//
+// Preconditions: fs.mu is held exclusively; name is in the directory.
+func (fs *FS) dirRemove(n *inode, d *dirIndex, name string) error {
+	if err := fs.stripHtree(n, d); err != nil {
+		return err
+	}
+	slot := d.names[name]
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	b, err := fs.dirBlock(n, m, slot.block)
+	if err != nil {
+		return err
+	}
+	data := fs.modify(b)
+	end := fs.dirEnd()
+	prev := -1
+	var cur disk.DirEntry
+	found := false
+	err = disk.WalkDirBlock(data, end, ^uint32(0), func(e disk.DirEntry) bool {
+		if e.Offset == int(slot.off) {
+			cur, found = e, true
+			return false
+		}
+		prev = e.Offset
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !found || cur.Inode != slot.ino {
+		return corruptf("directory %d index is stale for %q", n.ino, name)
+	}
+	if prev >= 0 {
+		p, err := disk.DirEntryAt(data, prev)
+		if err != nil {
+			return err
+		}
+		disk.SetDirEntryRecLen(data, prev, p.RecLen+cur.RecLen)
+	} else {
+		disk.SetDirEntryInode(data, int(slot.off), 0)
+	}
+	fs.sealDirBlock(data, fs.inodeSeed(n))
+	gap, err := blockGap(data, end)
+	if err != nil {
+		return err
+	}
+	d.setGap(slot.block, gap)
+	delete(d.names, name)
+	d.entries--
+	if slot.ft == disk.FtDir {
+		d.subdirs--
+	}
+	return nil
+}
+
+// dirSet points existing entry name at ino (rename over an existing name,
+// and ".." of a moved directory).
+//
+// Preconditions: fs.mu is held exclusively; name is in the directory.
+func (fs *FS) dirSet(n *inode, d *dirIndex, name string, ino Ino, ft uint8) error {
+	if err := fs.stripHtree(n, d); err != nil {
+		return err
+	}
+	if !fs.filetype {
+		ft = 0
+	}
+	slot := d.names[name]
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	b, err := fs.dirBlock(n, m, slot.block)
+	if err != nil {
+		return err
+	}
+	data := fs.modify(b)
+	e, err := disk.DirEntryAt(data, int(slot.off))
+	if err != nil || e.Inode != slot.ino || string(e.Name) != name {
+		return corruptf("directory %d index is stale for %q", n.ino, name)
+	}
+	disk.SetDirEntryInode(data, int(slot.off), ino)
+	data[int(slot.off)+7] = ft
+	fs.sealDirBlock(data, fs.inodeSeed(n))
+	if name != "." && name != ".." {
+		if slot.ft == disk.FtDir {
+			d.subdirs--
+		}
+		if ft == disk.FtDir {
+			d.subdirs++
+		}
+	}
+	slot.ino, slot.ft = ino, ft
+	d.names[name] = slot
+	return nil
+}
+
+// initDirBlock fills a new directory's first block.
+func (fs *FS) initDirBlock(data []byte, self, parent Ino, seed uint32) {
+	ft := uint8(disk.FtDir)
+	if !fs.filetype {
+		ft = 0
+	}
+	disk.PutDirEntry(data, 0, self, disk.DirRecLen(1), ft, []byte("."))
+	disk.PutDirEntry(data, disk.DirRecLen(1), parent, fs.dirEnd()-disk.DirRecLen(1), ft, []byte(".."))
+	fs.sealDirBlock(data, seed)
+}
+
+// syncDirLinks sets a directory's link count from its subdirectories:
+// 2 + subdirs, or 1 once that exceeds ext4's limit (dir_nlink).
+func (fs *FS) syncDirLinks(n *inode, d *dirIndex) {
+	want := 2 + d.subdirs
+	if want > disk.LinkMax {
+		want = 1
+	}
+	if int(n.raw.Links()) != want {
+		n.raw.SetLinks(uint16(want))
+		fs.markDirty(n)
+	}
+}
+
+// inodeGoal is an allocation goal for blocks of inode ino: the start of its
+// group's flex group data area.
+func (fs *FS) inodeGoal(ino Ino) uint64 {
+	grp, _ := fs.geo.groupOfInode(ino)
+	return fs.geo.groupStart(grp)
+}

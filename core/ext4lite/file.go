@@ -1,0 +1,683 @@
+package ext4lite
+
+import (
+	"fmt"
+	"io"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/ext4lite/disk"
+)
+
+// Fallocate modes as in Linux.
+const (
+	FallocKeepSize  = 0x1
+	FallocPunchHole = 0x2
+	FallocZeroRange = 0x10
+)
+
+// writeData writes file data (not journaled) at physical block phys.
+func (fs *FS) writeData(phys uint64, p []byte) error {
+	fs.txn.dataWritten = true
+	return fs.writeBlocks(phys, p)
+}
+
+// writeDataAt writes file data at a byte offset into physical block phys.
+func (fs *FS) writeDataAt(phys uint64, inBlock int64, p []byte) error {
+	fs.txn.dataWritten = true
+	if _, err := fs.dev.WriteAt(p, int64(phys)<<fs.geo.blockBits+inBlock); err != nil {
+		return fmt.Errorf("ext4lite: write data at block %d: %w", phys, ioError(err))
+	}
+	return nil
+}
+
+// readDataAt reads file data at a byte offset into physical block phys.
+func (fs *FS) readDataAt(phys uint64, inBlock int64, p []byte) error {
+	if _, err := fs.dev.ReadAt(p, int64(phys)<<fs.geo.blockBits+inBlock); err != nil {
+		return fmt.Errorf("ext4lite: read data at block %d: %w", phys, ioError(err))
+	}
+	if fs.overlay == nil {
+		return nil
+	}
+	// A read-only open keeps replayed journal blocks in memory.
+	bs := int64(fs.geo.blockSize)
+	for pos := int64(0); pos < int64(len(p)); {
+		blk := phys + uint64((inBlock+pos)/bs)
+		in := (inBlock + pos) % bs
+		n := min(bs-in, int64(len(p))-pos)
+		if data, ok := fs.overlay[blk]; ok {
+			copy(p[pos:pos+n], data[in:])
+		}
+		pos += n
+	}
+	return nil
+}
+
+// maxFileSize is the largest size of an extent-mapped file.
+func (fs *FS) maxFileSize() int64 {
+	return int64(fs.geo.maxFileBlocks()) << fs.geo.blockBits
+}
+
+// ReadAt reads file data like io.ReaderAt: n < len(p) only at the end of
+// the file, with io.EOF.
+func (fs *FS) ReadAt(ino Ino, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, unix.EINVAL
+	}
+	if err := fs.lockRead(); err != nil {
+		return 0, err
+	}
+	defer fs.mu.RUnlock()
+	n, err := fs.getInode(ino)
+	if err != nil {
+		return 0, err
+	}
+	if n.isDir() {
+		return 0, unix.EISDIR
+	}
+	size := int64(n.raw.Size())
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := int(min(int64(len(p)), size-off))
+	if n.raw.Flags()&disk.FlagInlineData != 0 {
+		data, err := fs.inlineData(n)
+		if err != nil {
+			return 0, err
+		}
+		copy(p[:want], data[off:])
+	} else if err := fs.readMapped(n, p[:want], off); err != nil {
+		return 0, err
+	}
+	if want < len(p) {
+		return want, io.EOF
+	}
+	return want, nil
+}
+
+// readMapped reads len(p) bytes at off through n's block map; holes and
+// unwritten extents read as zeros.
+func (fs *FS) readMapped(n *inode, p []byte, off int64) error {
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	bs := int64(fs.geo.blockSize)
+	for done := int64(0); done < int64(len(p)); {
+		pos := off + done
+		lblk := uint64(pos / bs)
+		in := pos % bs
+		left := int64(len(p)) - done
+		mp := m.lookup(lblk, uint64((in+left+bs-1)/bs))
+		chunk := min(int64(mp.n)*bs-in, left)
+		dst := p[done : done+chunk]
+		if mp.physical == 0 || mp.uninit {
+			clear(dst)
+		} else if err := fs.readDataAt(mp.physical, in, dst); err != nil {
+			return err
+		}
+		done += chunk
+	}
+	return nil
+}
+
+// WriteAt writes file data. Writing past the end extends the file; a
+// short count comes with ENOSPC when the filesystem fills up.
+func (fs *FS) WriteAt(ino Ino, p []byte, off int64) (written int, err error) {
+	if off < 0 {
+		return 0, unix.EINVAL
+	}
+	if err := fs.lockWrite(); err != nil {
+		return 0, err
+	}
+	defer fs.unlockWrite(&err)
+	n, err := fs.getInode(ino)
+	if err != nil {
+		return 0, err
+	}
+	if err := fs.checkWritableFile(n); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= fs.maxFileSize() {
+		return 0, unix.EFBIG
+	}
+	if int64(len(p)) > fs.maxFileSize()-off {
+		p = p[:fs.maxFileSize()-off]
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return 0, err
+	}
+	p, err = fs.fitWrite(m, p, off)
+	if err != nil {
+		return 0, err
+	}
+	if err := fs.convertToExtents(n, m); err != nil {
+		return 0, err
+	}
+	size := int64(n.raw.Size())
+	if off > size {
+		if err := fs.zeroTail(n, m, size, off); err != nil {
+			return 0, err
+		}
+	}
+	if err := fs.writeRange(n, m, p, off); err != nil {
+		return 0, err
+	}
+	if err := fs.writeFileMap(n, m); err != nil {
+		return 0, err
+	}
+	if end := off + int64(len(p)); end > size {
+		n.raw.SetSize(uint64(end))
+	}
+	now := fs.nowStamp()
+	n.raw.SetMtime(now)
+	n.raw.SetCtime(now)
+	fs.markDirty(n)
+	return len(p), nil
+}
+
+func (fs *FS) checkWritableFile(n *inode) error {
+	switch {
+	case n.isDir():
+		return unix.EISDIR
+	case !n.raw.IsReg():
+		return unix.EINVAL
+	case n.raw.Flags()&(disk.FlagImmutable|disk.FlagAppend) != 0:
+		return unix.EPERM
+	case n.raw.Flags()&(disk.FlagInlineData|disk.FlagEncrypt|disk.FlagVerity) != 0:
+		return fmt.Errorf("inode %d uses a feature ext4lite cannot write: %w", n.ino, unix.EOPNOTSUPP)
+	}
+	return nil
+}
+
+// treeSlack is a bound on extent tree blocks one change can add.
+func treeSlack(newBlocks uint64) uint64 { return 2*disk.MaxExtentDepth + 2 + newBlocks/256 }
+
+// fitWrite trims a write to what free space allows, committing first if
+// freed blocks are pending. It fails with ENOSPC if nothing fits.
+func (fs *FS) fitWrite(m *fileMap, p []byte, off int64) ([]byte, error) {
+	bs := int64(fs.geo.blockSize)
+	first := uint64(off / bs)
+	last := uint64((off + int64(len(p)) - 1) / bs)
+	holes := m.holes(first, last+1)
+	need := holes + treeSlack(holes) + m.treeBlocks()
+	avail, err := fs.availableBlocks(need)
+	if err != nil {
+		return nil, err
+	}
+	if avail >= need {
+		return p, nil
+	}
+	slack := treeSlack(holes) + m.treeBlocks()
+	if avail <= slack {
+		return nil, unix.ENOSPC
+	}
+	// Keep the prefix whose holes fit.
+	budget := avail - slack
+	end := m.prefixWithHoles(first, last+1, budget)
+	if end <= first {
+		return nil, unix.ENOSPC
+	}
+	keep := int64(end)*bs - off
+	return p[:min(int64(len(p)), keep)], nil
+}
+
+// holes counts unmapped blocks in [start, end).
+func (m *fileMap) holes(start, end uint64) uint64 {
+	var n uint64
+	for pos := start; pos < end; {
+		mp := m.lookup(pos, end-pos)
+		if mp.physical == 0 {
+			n += mp.n
+		}
+		pos += mp.n
+	}
+	return n
+}
+
+// prefixWithHoles returns the end of the longest prefix of [start, end)
+// with at most budget unmapped blocks.
+func (m *fileMap) prefixWithHoles(start, end, budget uint64) uint64 {
+	for pos := start; pos < end; {
+		mp := m.lookup(pos, end-pos)
+		if mp.physical == 0 {
+			if mp.n > budget {
+				return pos + budget
+			}
+			budget -= mp.n
+		}
+		pos += mp.n
+	}
+	return end
+}
+
+// zeroTail zeroes [from, to) of the block holding from, if that block is
+// written: bytes past the end of a file must read as zeros once it grows.
+func (fs *FS) zeroTail(n *inode, m *fileMap, from, to int64) error {
+	bs := int64(fs.geo.blockSize)
+	in := from % bs
+	if in == 0 {
+		return nil
+	}
+	mp := m.lookup(uint64(from/bs), 1)
+	if mp.physical == 0 || mp.uninit {
+		return nil
+	}
+	end := min(bs, in+(to-from))
+	return fs.writeDataAt(mp.physical, in, make([]byte, end-in))
+}
+
+// writeRange writes p at off, allocating holes and converting unwritten
+// extents as it goes.
+//
+// Preconditions: fs.mu is held exclusively; the blocks for the holes were
+// reserved.
+func (fs *FS) writeRange(n *inode, m *fileMap, p []byte, off int64) error {
+	bs := int64(fs.geo.blockSize)
+	var allocated int64
+	defer func() {
+		if allocated > 0 {
+			fs.addBlocks(n, allocated)
+		}
+	}()
+	for done := int64(0); done < int64(len(p)); {
+		pos := off + done
+		lblk := uint64(pos / bs)
+		in := pos % bs
+		left := int64(len(p)) - done
+		nblocks := uint64((in + left + bs - 1) / bs)
+		mp := m.lookup(lblk, nblocks)
+		switch {
+		case mp.physical == 0:
+			goal := m.goalFor(lblk)
+			if goal == 0 {
+				goal = fs.inodeGoal(n.ino)
+			}
+			start, got, err := fs.allocBlocks(goal, mp.n)
+			if err != nil {
+				return err
+			}
+			allocated += int64(got)
+			chunk := min(int64(got)*bs-in, left)
+			if err := fs.writeFresh(start, in, p[done:done+chunk]); err != nil {
+				return err
+			}
+			m.insert(disk.Extent{Logical: uint32(lblk), Len: uint32(got), Physical: start})
+			done += chunk
+		case mp.uninit:
+			chunk := min(int64(mp.n)*bs-in, left)
+			if err := fs.writeFresh(mp.physical, in, p[done:done+chunk]); err != nil {
+				return err
+			}
+			k := uint64((in + chunk + bs - 1) / bs)
+			m.setInit(lblk, lblk+k)
+			done += chunk
+		default:
+			chunk := min(int64(mp.n)*bs-in, left)
+			if err := fs.writeDataAt(mp.physical, in, p[done:done+chunk]); err != nil {
+				return err
+			}
+			done += chunk
+		}
+	}
+	return nil
+}
+
+// writeFresh writes data into blocks that hold nothing yet (new or
+// unwritten), starting in bytes into the first one; the rest of the first
+// and last blocks is zeroed.
+func (fs *FS) writeFresh(phys uint64, in int64, data []byte) error {
+	bs := int64(fs.geo.blockSize)
+	if in != 0 || int64(len(data)) < bs {
+		k := min(bs-in, int64(len(data)))
+		buf := make([]byte, bs)
+		copy(buf[in:], data[:k])
+		if err := fs.writeData(phys, buf); err != nil {
+			return err
+		}
+		phys++
+		data = data[k:]
+	}
+	whole := int64(len(data)) / bs * bs
+	if whole > 0 {
+		if err := fs.writeData(phys, data[:whole]); err != nil {
+			return err
+		}
+		phys += uint64(whole / bs)
+		data = data[whole:]
+	}
+	if len(data) > 0 {
+		buf := make([]byte, bs)
+		copy(buf, data)
+		return fs.writeData(phys, buf)
+	}
+	return nil
+}
+
+// truncateBlocks frees n's blocks past size bytes and zeroes the rest of
+// the last partial block.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) truncateBlocks(n *inode, size uint64) error {
+	if !n.raw.IsReg() && !n.raw.IsDir() && !n.raw.IsSymlink() {
+		return nil
+	}
+	if n.raw.Flags()&disk.FlagInlineData != 0 {
+		return fmt.Errorf("inode %d keeps its data inline: %w", n.ino, unix.EOPNOTSUPP)
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	bs := uint64(fs.geo.blockSize)
+	first := (size + bs - 1) / bs
+	if m.blockmap {
+		if size != 0 {
+			if err := fs.convertToExtents(n, m); err != nil {
+				return err
+			}
+		} else {
+			ind := int64(len(m.indirect))
+			if err := fs.freeTree(m); err != nil {
+				return err
+			}
+			fs.addBlocks(n, -ind)
+			clear(n.raw.IBlock())
+			if n.raw.Flags()&disk.FlagExtents == 0 && fs.sb.HasIncompat(disk.IncompatExtents) {
+				n.raw.SetFlags(n.raw.Flags() | disk.FlagExtents)
+				emptyExtentRoot(n.raw)
+			}
+			m.blockmap = false
+			m.packed = false
+			m.dirtyFrom = 0
+		}
+	}
+	freed := m.remove(first, disk.MaxLogicalBlock)
+	var count int64
+	for _, r := range freed {
+		if err := fs.freeBlockRange(r.start, r.n); err != nil {
+			return err
+		}
+		count += int64(r.n)
+	}
+	if n.raw.Flags()&disk.FlagExtents != 0 {
+		if err := fs.writeFileMap(n, m); err != nil {
+			return err
+		}
+	}
+	if count > 0 {
+		fs.addBlocks(n, -count)
+	}
+	if size%bs != 0 {
+		if err := fs.zeroTail(n, m, int64(size), int64(first*bs)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Truncate sets the size of regular file ino.
+func (fs *FS) Truncate(ino Ino, size int64) (err error) {
+	if err := fs.lockWrite(); err != nil {
+		return err
+	}
+	defer fs.unlockWrite(&err)
+	n, err := fs.getInode(ino)
+	if err != nil {
+		return err
+	}
+	return fs.setSize(n, size)
+}
+
+// setSize changes a regular file's size and stamps mtime and ctime.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) setSize(n *inode, size int64) error {
+	if err := fs.checkWritableFile(n); err != nil {
+		return err
+	}
+	if size < 0 {
+		return unix.EINVAL
+	}
+	if size > fs.maxFileSize() {
+		return unix.EFBIG
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	old := int64(n.raw.Size())
+	if m.blockmap {
+		if err := fs.reserveBlocks(m.treeBlocks() + treeSlack(0)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case size < old:
+		// Splitting an extent can grow the tree by a block per level.
+		if err := fs.reserveBlocks(treeSlack(0)); err != nil {
+			return err
+		}
+		if err := fs.truncateBlocks(n, uint64(size)); err != nil {
+			return err
+		}
+	case size > old:
+		if err := fs.convertToExtents(n, m); err != nil {
+			return err
+		}
+		if err := fs.zeroTail(n, m, old, size); err != nil {
+			return err
+		}
+	}
+	n.raw.SetSize(uint64(size))
+	now := fs.nowStamp()
+	n.raw.SetMtime(now)
+	n.raw.SetCtime(now)
+	fs.markDirty(n)
+	return nil
+}
+
+// Fallocate allocates (as unwritten extents), punches or zeroes a range of
+// regular file ino, like fallocate(2) with mode 0, FallocKeepSize,
+// FallocPunchHole|FallocKeepSize or FallocZeroRange.
+func (fs *FS) Fallocate(ino Ino, mode uint32, off, length int64) (err error) {
+	if off < 0 || length <= 0 {
+		return unix.EINVAL
+	}
+	if mode&^(FallocKeepSize|FallocPunchHole|FallocZeroRange) != 0 {
+		return unix.EOPNOTSUPP
+	}
+	if mode&FallocPunchHole != 0 && (mode&FallocKeepSize == 0 || mode&FallocZeroRange != 0) {
+		return unix.EOPNOTSUPP
+	}
+	if err := fs.lockWrite(); err != nil {
+		return err
+	}
+	defer fs.unlockWrite(&err)
+	n, err := fs.getInode(ino)
+	if err != nil {
+		return err
+	}
+	if err := fs.checkWritableFile(n); err != nil {
+		return err
+	}
+	if off+length > fs.maxFileSize() || off+length < off {
+		return unix.EFBIG
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	bs := int64(fs.geo.blockSize)
+	first := uint64((off + bs - 1) / bs) // first whole block
+	last := uint64((off + length) / bs)  // end of whole blocks
+	need := treeSlack(0) + m.treeBlocks()
+	if mode&FallocPunchHole == 0 {
+		need += m.holes(uint64(off/bs), uint64((off+length+bs-1)/bs))
+	}
+	if err := fs.reserveBlocks(need); err != nil {
+		return err
+	}
+	if err := fs.convertToExtents(n, m); err != nil {
+		return err
+	}
+	size := int64(n.raw.Size())
+	if mode&(FallocPunchHole|FallocZeroRange) != 0 {
+		if err := fs.zeroPartial(m, off, length); err != nil {
+			return err
+		}
+		if first < last {
+			var count int64
+			for _, r := range m.remove(first, last) {
+				if err := fs.freeBlockRange(r.start, r.n); err != nil {
+					return err
+				}
+				count += int64(r.n)
+			}
+			fs.addBlocks(n, -count)
+		}
+	}
+	if mode&FallocPunchHole == 0 {
+		// Allocate unwritten extents over the holes. With ZERO_RANGE the
+		// partial edge blocks were zeroed in place if written; holes at
+		// the edges read as zeros already.
+		if off > size {
+			if err := fs.zeroTail(n, m, size, off); err != nil {
+				return err
+			}
+		}
+		if err := fs.allocUnwritten(n, m, uint64(off/bs), uint64((off+length+bs-1)/bs)); err != nil {
+			return err
+		}
+		if mode&FallocKeepSize == 0 && off+length > size {
+			n.raw.SetSize(uint64(off + length))
+		}
+	}
+	if err := fs.writeFileMap(n, m); err != nil {
+		return err
+	}
+	now := fs.nowStamp()
+	if mode != 0 && mode != FallocKeepSize {
+		n.raw.SetMtime(now)
+	}
+	n.raw.SetCtime(now)
+	fs.markDirty(n)
+	return nil
+}
+
+// zeroPartial zeroes, in place, the parts of the first and last blocks of
+// [off, off+length) that the range covers only partly.
+func (fs *FS) zeroPartial(m *fileMap, off, length int64) error {
+	bs := int64(fs.geo.blockSize)
+	zero := func(from, to int64) error {
+		if from >= to {
+			return nil
+		}
+		mp := m.lookup(uint64(from/bs), 1)
+		if mp.physical == 0 || mp.uninit {
+			return nil
+		}
+		return fs.writeDataAt(mp.physical, from%bs, make([]byte, to-from))
+	}
+	end := off + length
+	if off/bs == (end-1)/bs {
+		if off%bs != 0 || end%bs != 0 {
+			return zero(off, end)
+		}
+		return nil
+	}
+	if off%bs != 0 {
+		if err := zero(off, (off/bs+1)*bs); err != nil {
+			return err
+		}
+	}
+	if end%bs != 0 {
+		return zero(end/bs*bs, end)
+	}
+	return nil
+}
+
+// allocUnwritten maps every hole in [start, end) to unwritten extents.
+func (fs *FS) allocUnwritten(n *inode, m *fileMap, start, end uint64) error {
+	var allocated int64
+	defer func() {
+		if allocated > 0 {
+			fs.addBlocks(n, allocated)
+		}
+	}()
+	for pos := start; pos < end; {
+		mp := m.lookup(pos, end-pos)
+		if mp.physical != 0 {
+			pos += mp.n
+			continue
+		}
+		goal := m.goalFor(pos)
+		if goal == 0 {
+			goal = fs.inodeGoal(n.ino)
+		}
+		phys, got, err := fs.allocBlocks(goal, min(mp.n, disk.MaxUninitExtentLen))
+		if err != nil {
+			return err
+		}
+		allocated += int64(got)
+		m.insert(disk.Extent{Logical: uint32(pos), Len: uint32(got), Physical: phys, Uninit: true})
+		pos += got
+	}
+	return nil
+}
+
+// Readlink returns a symbolic link's target.
+func (fs *FS) Readlink(ino Ino) (string, error) {
+	if err := fs.lockRead(); err != nil {
+		return "", err
+	}
+	defer fs.mu.RUnlock()
+	n, err := fs.getInode(ino)
+	if err != nil {
+		return "", err
+	}
+	if !n.raw.IsSymlink() {
+		return "", unix.EINVAL
+	}
+	size := n.raw.Size()
+	switch {
+	case n.raw.Flags()&disk.FlagInlineData != 0:
+		data, err := fs.inlineData(n)
+		if err != nil {
+			return "", err
+		}
+		return string(data), nil
+	case size < disk.IBlockSize && n.raw.Flags()&disk.FlagExtents == 0:
+		return string(n.raw.IBlock()[:size]), nil
+	case size >= uint64(fs.geo.blockSize):
+		return "", corruptf("symlink %d is %d bytes long", ino, size)
+	}
+	buf := make([]byte, size)
+	if err := fs.readMapped(n, buf, 0); err != nil {
+		return "", err
+	}
+	return string(buf), nil
+}
+
+// inlineData returns the data of an inline_data inode: the first 60 bytes
+// in i_block, the rest in the system.data attribute.
+func (fs *FS) inlineData(n *inode) ([]byte, error) {
+	xs, err := disk.ParseInodeXattrs(n.raw)
+	if err != nil {
+		return nil, err
+	}
+	data := append([]byte(nil), n.raw.IBlock()...)
+	for _, x := range xs {
+		if x.Index == disk.InlineDataXattrIndex && x.Name == disk.InlineDataXattrNameStr {
+			data = append(data, x.Value...)
+		}
+	}
+	if uint64(len(data)) < n.raw.Size() {
+		return nil, corruptf("inline data of inode %d shorter than its size", n.ino)
+	}
+	return data[:n.raw.Size()], nil
+}

@@ -1,0 +1,246 @@
+package ext4lite
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/ext4lite/blockdev"
+	"z.gfire.dev/gvx/core/ext4lite/disk"
+	"z.gfire.dev/gvx/core/ext4lite/jbd2"
+)
+
+// Ino is an inode number.
+type Ino = uint32
+
+// RootIno is the root directory's inode number.
+const RootIno Ino = disk.RootIno
+
+// Options configure Open.
+type Options struct {
+	// ReadOnly opens the filesystem without ever writing the device. A
+	// journal that needs recovery is replayed in memory only.
+	ReadOnly bool
+	// Now returns the time stamped on changes; time.Now if nil.
+	Now func() time.Time
+	// CacheBlocks bounds the clean metadata blocks kept cached
+	// (default 16384). Blocks of uncommitted or unchecked transactions
+	// are always kept.
+	CacheBlocks int
+	// CacheInodes bounds the clean inodes kept cached (default 65536).
+	// Cached inodes keep their directory index and block map.
+	CacheInodes int
+	// CommitInterval: a running transaction older than this commits at the
+	// end of the next change (default 5s; negative: only on Sync, Close
+	// and when it grows large).
+	CommitInterval time.Duration
+	// Generation seeds the generation numbers of new inodes (default:
+	// derived from the clock).
+	Generation uint32
+}
+
+// ErrClosed is returned by operations on a closed filesystem.
+var ErrClosed = errors.New("ext4lite: filesystem is closed")
+
+// FS is an open ext4 filesystem. See the package documentation for the
+// locking rules.
+type FS struct {
+	dev      blockdev.Device
+	readOnly bool
+	opts     Options
+	geo      geometry
+	csum     bool   // metadata_csum
+	seed     uint32 // metadata checksum seed
+	filetype bool   // directory entries carry file types
+	dirNlink bool
+	journal  *jbd2.Writer // nil without a journal or read-only
+	jlog     *journalLog
+	// jsb is the journal superblock (nil without a journal).
+	jsb *jbd2.Superblock
+
+	// mu: see the package documentation.
+	mu     sync.RWMutex
+	closed bool
+	failed error
+	// inChange is set while a change holds mu exclusively.
+	inChange bool
+
+	// The fields below are protected by mu held exclusively (or shared for
+	// reading).
+	sb       *disk.Superblock
+	sbDirty  bool
+	groups   []group
+	dirtyGrp []uint32
+	// freeBlocks and freeInodes mirror the sum of the group descriptors.
+	freeBlocks uint64
+	freeInodes uint64
+	txn        txn
+	op         opState
+	// ckpt holds buffers whose committed copy awaits the checkpoint.
+	ckpt map[uint64]*buffer
+	// inLog holds the blocks journaled since the log was last reset; a
+	// freed block in it needs a revoke record.
+	inLog map[uint64]struct{}
+	// sbHome is the superblock block as last written to its home.
+	sbHome      []byte
+	orphans     []Ino
+	dirtyInodes []*inode
+	generation  uint32
+	// freedGroups are the groups where blocks were freed since Open; Close
+	// discards their free space.
+	freedGroups map[uint32]struct{}
+	overhead    uint64
+	// overlay holds replayed journal blocks of a read-only open.
+	overlay map[uint64][]byte
+	stats   Stats
+
+	cacheMu sync.Mutex
+	cache   blockCache
+
+	inodeMu sync.Mutex
+	icache  inodeCache
+}
+
+// Stats counts what the filesystem did since Open.
+type Stats struct {
+	Commits       int
+	Checkpoints   int
+	JournalBlocks int
+	Replayed      int // blocks replayed from the journal at Open
+	Orphans       int // orphaned inodes released at Open
+}
+
+// txn is the running transaction.
+type txn struct {
+	buffers []*buffer
+	// pendingFree are blocks freed in this transaction. They stay marked
+	// in the bitmaps, so nothing reuses them, until commit applies them.
+	pendingFree      []blockRange
+	pendingFreeCount uint64
+	started          time.Time
+	// dataWritten says file data was written since the last device sync.
+	dataWritten bool
+}
+
+type blockRange struct {
+	start uint64
+	n     uint64
+}
+
+// opState tracks the change being made.
+type opState struct {
+	mutated bool
+	err     error // an internal failure detected where no error can return
+}
+
+func (fs *FS) now() time.Time {
+	if fs.opts.Now != nil {
+		return fs.opts.Now()
+	}
+	return time.Now()
+}
+
+func (fs *FS) nowStamp() disk.Timestamp {
+	t := fs.now()
+	return disk.Timestamp{Sec: t.Unix(), Nsec: uint32(t.Nanosecond())}
+}
+
+// opFail records an internal failure of the running change.
+func (fs *FS) opFail(err error) {
+	if fs.op.err == nil {
+		fs.op.err = err
+	}
+}
+
+// lockWrite starts a change.
+func (fs *FS) lockWrite() error {
+	fs.mu.Lock()
+	switch {
+	case fs.closed:
+		fs.mu.Unlock()
+		return ErrClosed
+	case fs.readOnly:
+		fs.mu.Unlock()
+		return unix.EROFS
+	case fs.failed != nil:
+		err := fs.failed
+		fs.mu.Unlock()
+		return fmt.Errorf("%w (%v): %w", ErrFailed, err, unix.EIO)
+	}
+	fs.op = opState{}
+	fs.inChange = true
+	return nil
+}
+
+// unlockWrite ends a change: on a fatal error the filesystem fails;
+// otherwise dirty inodes and group descriptors are written into their
+// blocks and the transaction may commit.
+func (fs *FS) unlockWrite(errp *error) {
+	defer fs.mu.Unlock()
+	defer fs.evictCaches()
+	err := *errp
+	if fs.op.err != nil {
+		err = fs.op.err
+		*errp = err
+	}
+	if err != nil && fs.op.mutated && isFatal(err) {
+		fs.failed = err
+		return
+	}
+	if err := fs.flushObjects(); err != nil {
+		fs.failed = err
+		if *errp == nil {
+			*errp = err
+		}
+		return
+	}
+	if err := fs.maybeCommit(); err != nil {
+		fs.failed = err
+		if *errp == nil {
+			*errp = err
+		}
+	}
+}
+
+// lockRead starts a read.
+func (fs *FS) lockRead() error {
+	fs.mu.RLock()
+	if fs.closed {
+		fs.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// Superblock returns a copy of the in-memory superblock.
+func (fs *FS) Superblock() disk.Superblock {
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	return *fs.sb
+}
+
+// BlockSize is the filesystem block size.
+func (fs *FS) BlockSize() int { return fs.geo.blockSize }
+
+// Stats returns counters since Open.
+func (fs *FS) Stats() Stats {
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	return fs.stats
+}
+
+// evictCaches trims the caches after a change.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) evictCaches() {
+	fs.inChange = false
+	fs.cacheMu.Lock()
+	fs.evictLocked()
+	fs.cacheMu.Unlock()
+	fs.inodeMu.Lock()
+	fs.evictInodesLocked()
+	fs.inodeMu.Unlock()
+}

@@ -1,0 +1,77 @@
+package ext4lite
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// needTool skips the test, saying why, if a host tool is missing.
+func needTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	for _, dir := range []string{"/sbin", "/usr/sbin"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return filepath.Join(dir, name)
+		}
+	}
+	t.Skipf("%s not installed (apt-get install e2fsprogs xfsprogs): skipping", name)
+	return ""
+}
+
+// mustClean fails the test unless e2fsck finds the image clean.
+func mustClean(t testing.TB, path string) {
+	t.Helper()
+	needTool(t, "e2fsck")
+	res, err := Check(path)
+	if err != nil {
+		t.Fatalf("check %s: %v", path, err)
+	}
+	if !res.Clean {
+		t.Fatalf("e2fsck -fn %s: exit %d, problems %q\n%s", path, res.ExitCode, res.Problems, res.Output)
+	}
+}
+
+// mkfsExt4 makes an image with the real mkfs.ext4.
+func mkfsExt4(t testing.TB, size string, args ...string) string {
+	t.Helper()
+	mkfs := needTool(t, "mkfs.ext4")
+	path := filepath.Join(t.TempDir(), "mkfs.img")
+	if err := exec.Command("truncate", "-s", size, path).Run(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(mkfs, append(append([]string{"-q", "-F", "-b", "4096"}, args...), path)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	return path
+}
+
+// debugfs runs a debugfs request on an image.
+func debugfs(t testing.TB, path string, write bool, req string) string {
+	t.Helper()
+	bin := needTool(t, "debugfs")
+	args := []string{"-R", req, path}
+	if write {
+		args = append([]string{"-w"}, args...)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("debugfs %q: %v\n%s", req, err, out)
+	}
+	return strings.TrimPrefix(string(out), "debugfs 1.47.0 (5-Feb-2023)\n")
+}
+
+func openRW(t testing.TB, path string) *FS {
+	t.Helper()
+	fs, err := OpenVolume(path, Options{})
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	return fs
+}

@@ -1,0 +1,98 @@
+package ext4lite
+
+import (
+	"z.gfire.dev/gvx/core/ext4lite/disk"
+)
+
+// Directory entry types as in struct dirent's d_type.
+const (
+	DT_UNKNOWN = 0
+	DT_FIFO    = 1
+	DT_CHR     = 2
+	DT_DIR     = 4
+	DT_BLK     = 6
+	DT_REG     = 8
+	DT_LNK     = 10
+	DT_SOCK    = 12
+)
+
+var dtOfFt = [disk.FtMax]uint8{
+	disk.FtUnknown: DT_UNKNOWN, disk.FtReg: DT_REG, disk.FtDir: DT_DIR, disk.FtChr: DT_CHR,
+	disk.FtBlk: DT_BLK, disk.FtFifo: DT_FIFO, disk.FtSock: DT_SOCK, disk.FtSymlink: DT_LNK,
+}
+
+// Dirent is one directory entry returned by ReadDir.
+type Dirent struct {
+	Name string
+	Ino  Ino
+	Type uint8 // DT_*
+	// Next is the offset to resume reading after this entry.
+	Next int64
+}
+
+// ReadDir calls fn for the entries of directory dir from offset off (0 for
+// the start, else a Next value), including "." and "..", until fn returns
+// false. Offsets stay valid across changes to the directory: entries never
+// move.
+func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) error {
+	if err := fs.lockRead(); err != nil {
+		return err
+	}
+	defer fs.mu.RUnlock()
+	n, err := fs.getInode(dir)
+	if err != nil {
+		return err
+	}
+	d, err := fs.dirIndexOf(n)
+	if err != nil {
+		return err
+	}
+	m, err := fs.fileMapOf(n)
+	if err != nil {
+		return err
+	}
+	bs := int64(fs.geo.blockSize)
+	nodes := make(map[uint32]bool, len(d.dxNodes))
+	for _, l := range d.dxNodes {
+		nodes[l] = true
+	}
+	indexed := n.raw.Flags()&disk.FlagIndex != 0
+	for lblk := uint32(max(off, 0) / bs); lblk < uint32(len(d.blocks)); lblk++ {
+		if nodes[lblk] {
+			continue
+		}
+		b, err := fs.dirBlock(n, m, lblk)
+		if err != nil {
+			return err
+		}
+		end := fs.geo.blockSize
+		if fs.csum && !(indexed && lblk == 0) {
+			end -= disk.DirTailSize
+		}
+		base := int64(lblk) * bs
+		stop := false
+		err = disk.WalkDirBlock(b.data, end, fs.geo.inodesCount, func(e disk.DirEntry) bool {
+			pos := base + int64(e.Offset)
+			if e.Inode == 0 || pos < off {
+				return true
+			}
+			ft := e.FileType
+			if ft >= disk.FtMax {
+				ft = disk.FtUnknown
+			}
+			next := pos + int64(e.RecLen)
+			if e.Offset+e.RecLen >= end {
+				next = base + bs
+			}
+			if !fn(Dirent{Name: string(e.Name), Ino: e.Inode, Type: dtOfFt[ft], Next: next}) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if err != nil || stop {
+			return err
+		}
+	}
+	return nil
+}
