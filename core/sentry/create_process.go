@@ -1,0 +1,105 @@
+package sentry
+
+import (
+	"fmt"
+
+	"gvisor.dev/gvisor/pkg/abi/linux"
+	"gvisor.dev/gvisor/pkg/cleanup"
+	"gvisor.dev/gvisor/pkg/sentry/fsimpl/user"
+	"gvisor.dev/gvisor/pkg/sentry/kernel"
+	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
+	"gvisor.dev/gvisor/pkg/sentry/limits"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
+)
+
+// containerID tags every guest task; the kernel uses it to group a
+// container's tasks (signals to all, cgroups).
+const containerID = "gvx"
+
+// maxOpenFiles is RLIMIT_NOFILE for guest processes, as Docker sets it.
+const maxOpenFiles = 1 << 20
+
+// createProcess creates, but does not start, a process for spec. With
+// makeCwd, a missing working directory is created (owned by root).
+//
+// Preconditions: s.mu is held; s.state is not stateClosed.
+func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool) (*Process, error) {
+	ctx := s.k.SupervisorContext()
+	ls, err := newLimitSet()
+	if err != nil {
+		return nil, err
+	}
+	st, err := newStdio(ctx, s.k, spec)
+	if err != nil {
+		return nil, err
+	}
+	cu := cleanup.Make(func() { st.release(ctx) })
+	defer cu.Clean()
+
+	args := kernel.CreateProcessArgs{
+		Argv:                 spec.Argv,
+		Envv:                 spec.environ(),
+		WorkingDirectory:     spec.cwd(),
+		Credentials:          s.credentials(spec),
+		FDTable:              st.fdTable,
+		Umask:                0o022,
+		Limits:               ls,
+		MaxSymlinkTraversals: linux.MaxSymlinkTraversals,
+		UTSNamespace:         s.k.RootUTSNamespace(),
+		IPCNamespace:         s.k.RootIPCNamespace(),
+		PIDNamespace:         s.k.RootPIDNamespace(),
+		MountNamespace:       s.mns,
+		ContainerID:          containerID,
+	}
+	if st.tty != nil {
+		args.TTY = st.tty.TTY()
+	}
+	pctx := args.NewContext(s.k)
+	if makeCwd {
+		if err := s.makeDir(args.WorkingDirectory); err != nil {
+			return nil, err
+		}
+	}
+	args.Envv, err = user.MaybeAddExecUserHome(pctx, s.mns, args.Credentials.RealKUID, args.Envv)
+	if err != nil {
+		return nil, fmt.Errorf("sentry: looking up the home directory of uid %d: %w", spec.UID, err)
+	}
+	args.Filename, err = user.ResolveExecutablePath(pctx, &args)
+	if err != nil {
+		return nil, fmt.Errorf("sentry: %w", err)
+	}
+
+	// CreateProcess consumes a reference on the mount namespace, success
+	// or not, and takes its own on the FD table.
+	s.mns.IncRef()
+	tg, pid, err := s.k.CreateProcess(args)
+	if err != nil {
+		return nil, fmt.Errorf("sentry: starting %q: %w", spec.Argv[0], err)
+	}
+	cu.Release()
+	st.fdTable.DecRef(ctx)
+	return newProcess(s, tg, pid, st, spec), nil
+}
+
+// makeDir creates dir and its parents in the guest's root filesystem.
+func (s *Sandbox) makeDir(dir string) error {
+	ctx := s.k.SupervisorContext()
+	root := s.mns.Root(ctx)
+	defer root.DecRef(ctx)
+	creds := auth.NewRootCredentials(s.k.RootUserNamespace())
+	if err := s.k.VFS().MkdirAllAt(ctx, dir, root, creds, &vfs.MkdirOptions{Mode: 0o755}, true /* mustBeDir */); err != nil {
+		return fmt.Errorf("sentry: creating working directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// newLimitSet returns the resource limits of a new guest process: those of
+// a booted Linux distribution, with Docker's open-file limit.
+func newLimitSet() (*limits.LimitSet, error) {
+	ls, err := limits.NewLinuxDistroLimitSet()
+	if err != nil {
+		return nil, fmt.Errorf("sentry: creating resource limits: %w", err)
+	}
+	ls.SetUnchecked(limits.NumberOfFiles, limits.Limit{Cur: maxOpenFiles, Max: maxOpenFiles})
+	return ls, nil
+}

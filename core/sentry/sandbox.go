@@ -1,0 +1,310 @@
+package sentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/abi/linux"
+	"gvisor.dev/gvisor/pkg/cleanup"
+	"gvisor.dev/gvisor/pkg/sentry/kernel"
+	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
+
+	"z.gfire.dev/gvx/core/lockdown"
+)
+
+// state is the life cycle of a Sandbox.
+type state int
+
+const (
+	// stateCreated: the kernel exists, no guest code has run.
+	stateCreated state = iota
+	// stateRunning: Start succeeded; the kernel runs.
+	stateRunning
+	// stateClosed: the kernel is released.
+	stateClosed
+)
+
+// Errors returned for calls in the wrong state.
+var (
+	ErrStarted    = errors.New("sentry: the sandbox was already started")
+	ErrNotStarted = errors.New("sentry: the sandbox is not running; call Start first")
+	ErrStopped    = errors.New("sentry: the sandbox's init process has exited")
+	ErrClosed     = errors.New("sentry: the sandbox is closed")
+)
+
+// Sandbox is a gVisor kernel running in this process.
+type Sandbox struct {
+	cfg    Config
+	k      *kernel.Kernel
+	mns    *vfs.MountNamespace // the guest's root mount namespace; we hold a reference
+	filter *lockdown.Filter    // nil when lockdown is disabled
+	oom    *oomKiller          // nil without a memory limit
+
+	// killed is closed when Close starts killing the guest; relays stop
+	// waiting for output then.
+	killed chan struct{}
+
+	mu    sync.Mutex
+	state state
+	init  *Process
+	procs map[*Process]struct{}
+}
+
+// New creates a sandbox: platform, kernel, root filesystem, standard mounts
+// and network. No guest code runs until Start.
+//
+// Unless cfg.DisableLockdown is set, New first drops every capability and
+// sets NO_NEW_PRIVS on the whole process.
+func New(cfg Config) (*Sandbox, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := initGlobal(); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), procs: make(map[*Process]struct{})}
+	if err := claimProcess(s); err != nil {
+		return nil, err
+	}
+	cu := cleanup.Make(func() { releaseProcess(s) })
+	defer cu.Clean()
+	configureLog(cfg.LogWriter, cfg.Debug)
+
+	imageFD, err := dupFile(cfg.Image)
+	if err != nil {
+		return nil, fmt.Errorf("sentry: duplicating the image descriptor: %w", err)
+	}
+	imageOwned := true
+	defer func() {
+		if imageOwned {
+			unix.Close(imageFD)
+		}
+	}()
+
+	if !cfg.DisableLockdown {
+		// Before the platform forks its stubs, so they inherit nothing.
+		if err := lockdown.DropPrivileges(); err != nil {
+			return nil, err
+		}
+	}
+	plat, err := newPlatform(cfg.Platform, cfg.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	var filterDone chan error
+	if !cfg.DisableLockdown {
+		// Compiling the filter takes a while; overlap it with the rest.
+		filterDone = make(chan error, 1)
+		opts := cfg.Lockdown
+		opts.Platform = plat.SeccompInfo()
+		go func() {
+			var err error
+			s.filter, err = lockdown.Prepare(opts)
+			filterDone <- err
+		}()
+		defer func() {
+			if filterDone != nil {
+				<-filterDone
+			}
+		}()
+	}
+
+	mf, err := newMemoryFile()
+	if err != nil {
+		return nil, err
+	}
+	k, rootStack, err := newKernel(cfg, plat, mf)
+	if err != nil {
+		return nil, err
+	}
+	s.k = k
+	cu.Add(k.Release)
+	ctx := k.SupervisorContext()
+
+	creds := auth.NewRootCredentials(k.RootUserNamespace())
+	imageOwned = false
+	mns, err := newRootMountNamespace(ctx, k, creds, imageFD, cfg.MemoryLimit)
+	if err != nil {
+		return nil, err
+	}
+	s.mns = mns
+	cu.Add(func() { mns.DecRef(ctx) })
+	if err := mountStandard(ctx, k.VFS(), creds, mns); err != nil {
+		return nil, err
+	}
+
+	if cfg.ConfigureNetwork != nil {
+		if err := cfg.ConfigureNetwork(rootStack); err != nil {
+			return nil, fmt.Errorf("sentry: configuring the network: %w", err)
+		}
+	}
+	if cfg.PidsLimit > 0 {
+		setPidsLimit(k, cfg.PidsLimit)
+		cu.Add(func() { clearPidsLimit(k) })
+	}
+	if filterDone != nil {
+		err := <-filterDone
+		filterDone = nil
+		if err != nil {
+			return nil, err
+		}
+	}
+	cu.Release()
+	return s, nil
+}
+
+// dupFile duplicates f's descriptor, close-on-exec.
+func dupFile(f *os.File) (int, error) {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	nfd := -1
+	var dupErr error
+	if err := sc.Control(func(fd uintptr) {
+		nfd, dupErr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	return nfd, dupErr
+}
+
+// Start creates the sandbox's init process, locks the host process down
+// (unless disabled) and starts the kernel. It may be called once.
+//
+// When init exits, every other guest process is killed, as when a PID
+// namespace's init dies on Linux.
+func (s *Sandbox) Start(spec ProcessSpec) (*Process, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case stateRunning:
+		return nil, ErrStarted
+	case stateClosed:
+		return nil, ErrClosed
+	}
+	p, err := s.createProcess(&spec, true /* makeCwd */)
+	if err != nil {
+		return nil, err
+	}
+	if s.filter != nil {
+		if err := s.filter.Install(); err != nil {
+			// No guest instruction may run unconfined: let the
+			// kernel run only to reap the killed init.
+			s.k.Kill(linux.WaitStatusTerminationSignal(linux.SIGKILL))
+			s.startKernelLocked(p)
+			return nil, err
+		}
+	}
+	if err := s.startKernelLocked(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// startKernelLocked starts the kernel with p as init.
+//
+// Preconditions: s.mu is held; s.state is stateCreated.
+func (s *Sandbox) startKernelLocked(p *Process) error {
+	if err := s.k.Start(); err != nil {
+		return fmt.Errorf("sentry: starting the kernel: %w", err)
+	}
+	s.state = stateRunning
+	s.init = p
+	s.procs[p] = struct{}{}
+	if s.cfg.MemoryLimit > 0 {
+		s.oom = newOOMKiller(s.k, s.cfg.MemoryLimit)
+		go s.oom.run()
+	}
+	p.start()
+	return nil
+}
+
+// Exec starts another process in the running sandbox. Processes run
+// concurrently; Exec may be called from many goroutines. If ctx is done
+// before the process exits, the process is killed.
+func (s *Sandbox) Exec(ctx context.Context, spec ProcessSpec) (*Process, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	switch s.state {
+	case stateCreated:
+		s.mu.Unlock()
+		return nil, ErrNotStarted
+	case stateClosed:
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	select {
+	case <-s.init.exited:
+		s.mu.Unlock()
+		return nil, ErrStopped
+	default:
+	}
+	p, err := s.createProcess(&spec, false /* makeCwd */)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.procs[p] = struct{}{}
+	s.k.StartProcess(p.tg)
+	s.mu.Unlock()
+
+	p.start()
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				p.Kill()
+			case <-p.exited:
+			}
+		}()
+	}
+	return p, nil
+}
+
+// start runs the process's relays and its watcher.
+func (p *Process) start() {
+	p.stdio.start()
+	go p.watch()
+}
+
+// forget drops p from the live set once it is done.
+func (s *Sandbox) forget(p *Process) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p != s.init {
+		delete(s.procs, p)
+	}
+}
+
+// Wait waits for the init process and returns how it ended.
+func (s *Sandbox) Wait() (ExitStatus, error) {
+	s.mu.Lock()
+	p := s.init
+	s.mu.Unlock()
+	if p == nil {
+		return ExitStatus{}, ErrNotStarted
+	}
+	return p.Wait()
+}
+
+// Init returns the init process, or nil before Start.
+func (s *Sandbox) Init() *Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.init
+}

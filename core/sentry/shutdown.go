@@ -1,0 +1,69 @@
+package sentry
+
+import (
+	"context"
+	"syscall"
+
+	"gvisor.dev/gvisor/pkg/abi/linux"
+)
+
+// Shutdown stops the sandbox gracefully: it sends SIGTERM to init and waits
+// for init to exit until ctx is done, then kills every guest process and
+// releases the kernel. The returned error is ctx's if the deadline forced the
+// kill. After Shutdown the process may host a new Sandbox.
+func (s *Sandbox) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	p := s.init
+	st := s.state
+	s.mu.Unlock()
+	if st == stateClosed {
+		return nil
+	}
+	var err error
+	if p != nil {
+		if sigErr := p.Signal(syscall.SIGTERM); sigErr == nil {
+			select {
+			case <-p.exited:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+	}
+	s.Close()
+	return err
+}
+
+// Close kills every guest process at once and releases the kernel and the
+// process-wide claim. It is idempotent.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	if s.state == stateClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	started := s.state == stateRunning
+	s.state = stateClosed
+	procs := make([]*Process, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+
+	ctx := s.k.SupervisorContext()
+	if started {
+		close(s.killed)
+		s.k.Kill(linux.WaitStatusTerminationSignal(linux.SIGKILL))
+		s.k.WaitExited()
+		for _, p := range procs {
+			<-p.done
+		}
+	}
+	if s.oom != nil {
+		s.oom.stop()
+	}
+	clearPidsLimit(s.k)
+	s.mns.DecRef(ctx)
+	s.k.Release()
+	releaseProcess(s)
+	return nil
+}

@@ -1,0 +1,13 @@
+package sentry
+
+import (
+	// The Linux system call table.
+	_ "gvisor.dev/gvisor/pkg/sentry/syscalls/linux"
+
+	// Socket families the guest may use: netstack (inet, inet6, packet),
+	// unix, netlink and its route protocol.
+	_ "gvisor.dev/gvisor/pkg/sentry/socket/netlink"
+	_ "gvisor.dev/gvisor/pkg/sentry/socket/netlink/route"
+	_ "gvisor.dev/gvisor/pkg/sentry/socket/netstack"
+	_ "gvisor.dev/gvisor/pkg/sentry/socket/unix"
+)
