@@ -86,16 +86,16 @@ func Create(path string, size int64) error {
 
 // mkfsLayout is the computed geometry of a new filesystem.
 type mkfsLayout struct {
-	sb       *disk.Superblock
-	geo      geometry
-	descs    []disk.GroupDesc
-	bitmaps  map[uint32][]byte // block bitmaps of initialized groups
-	journal  []disk.Extent
-	rootBlk  uint64
-	lpfBlk   uint64
-	dindBlk  uint64
-	now      disk.Timestamp
-	used     map[uint32]uint32 // blocks used per group
+	sb      *disk.Superblock
+	geo     geometry
+	descs   []disk.GroupDesc
+	bitmaps map[uint32][]byte // block bitmaps of initialized groups
+	journal []disk.Extent
+	rootBlk uint64
+	lpfBlk  uint64
+	dindBlk uint64
+	now     disk.Timestamp
+	used    map[uint32]uint32 // blocks used per group
 }
 
 // Mkfs writes a new, empty filesystem over the whole device.

@@ -72,28 +72,28 @@ const (
 
 // Superblock field offsets.
 const (
-	jsBlockSize     = 0x0C
-	jsMaxLen        = 0x10
-	jsFirst         = 0x14
-	jsSequence      = 0x18
-	jsStart         = 0x1C
-	jsErrno         = 0x20
-	jsCompat        = 0x24
-	jsIncompat      = 0x28
-	jsRoCompat      = 0x2C
-	jsUUID          = 0x30
-	jsNrUsers       = 0x40
-	jsMaxTrans      = 0x48
-	jsChecksumType  = 0x50
-	jsNumFCBlocks   = 0x54
-	jsChecksum      = 0xFC
+	jsBlockSize    = 0x0C
+	jsMaxLen       = 0x10
+	jsFirst        = 0x14
+	jsSequence     = 0x18
+	jsStart        = 0x1C
+	jsErrno        = 0x20
+	jsCompat       = 0x24
+	jsIncompat     = 0x28
+	jsRoCompat     = 0x2C
+	jsUUID         = 0x30
+	jsNrUsers      = 0x40
+	jsMaxTrans     = 0x48
+	jsChecksumType = 0x50
+	jsNumFCBlocks  = 0x54
+	jsChecksum     = 0xFC
 )
 
 // Superblock is the raw journal superblock (the first 1024 bytes of journal
 // block 0).
 type Superblock [superblockSize]byte
 
-func (s *Superblock) u32(off int) uint32     { return be.Uint32(s[off:]) }
+func (s *Superblock) u32(off int) uint32      { return be.Uint32(s[off:]) }
 func (s *Superblock) put32(off int, v uint32) { be.PutUint32(s[off:], v) }
 
 // BlockType is the header block type (v1 or v2 superblock).
