@@ -110,6 +110,7 @@ type Stats struct {
 	Checkpoints   int
 	JournalBlocks int
 	Replayed      int // blocks replayed from the journal at Open
+	Revoked       int // journaled blocks not replayed because of revoke records
 	Orphans       int // orphaned inodes released at Open
 }
 

@@ -100,6 +100,7 @@ func (fs *FS) recoverJournal() (uint32, error) {
 		return 0, fmt.Errorf("ext4lite: journal recovery: %w", err)
 	}
 	fs.stats.Replayed = info.Replayed
+	fs.stats.Revoked = info.Revoked
 	if !fs.readOnly {
 		if err := fs.dev.Sync(); err != nil {
 			return 0, ioError(err)
