@@ -348,15 +348,11 @@ func (fs *FS) dirAdd(n *inode, d *dirIndex, name string, ino Ino, ft uint8) erro
 			return err
 		}
 	}
-	off, err := insertEntry(data, fs.dirEnd(), need, name, ino, ft)
+	off, gap, err := insertEntry(data, fs.dirEnd(), need, name, ino, ft)
 	if err != nil {
 		return err
 	}
 	fs.sealDirBlock(data, fs.inodeSeed(n))
-	gap, err := blockGap(data, fs.dirEnd())
-	if err != nil {
-		return err
-	}
 	d.setGap(lblk, gap)
 	d.names[name] = dirSlot{ino: ino, block: lblk, off: uint32(off), ft: ft}
 	d.entries++
@@ -366,35 +362,38 @@ func (fs *FS) dirAdd(n *inode, d *dirIndex, name string, ino Ino, ft uint8) erro
 	return nil
 }
 
-// insertEntry writes an entry into the first gap of at least need bytes.
-func insertEntry(data []byte, end, need int, name string, ino Ino, ft uint8) (int, error) {
+// insertEntry writes an entry into the first gap of at least need bytes
+// and returns its offset and the block's largest gap afterwards.
+func insertEntry(data []byte, end, need int, name string, ino Ino, ft uint8) (int, int, error) {
 	at := -1
 	var slot disk.DirEntry
+	others := 0 // largest gap outside the entry that is split
 	err := disk.WalkDirBlock(data, end, ^uint32(0), func(e disk.DirEntry) bool {
 		gap := e.RecLen
 		if e.Inode != 0 {
 			gap -= disk.DirRecLen(len(e.Name))
 		}
-		if gap >= need {
+		if at < 0 && gap >= need {
 			at, slot = e.Offset, e
-			return false
+			return true
 		}
+		others = max(others, gap)
 		return true
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if at < 0 {
-		return 0, corruptf("directory block free-space index is stale")
+		return 0, 0, corruptf("directory block free-space index is stale")
 	}
 	if slot.Inode == 0 {
 		disk.PutDirEntry(data, at, ino, slot.RecLen, ft, []byte(name))
-		return at, nil
+		return at, max(others, slot.RecLen-need), nil
 	}
 	used := disk.DirRecLen(len(slot.Name))
 	disk.SetDirEntryRecLen(data, at, used)
 	disk.PutDirEntry(data, at+used, ino, slot.RecLen-used, ft, []byte(name))
-	return at + used, nil
+	return at + used, max(others, slot.RecLen-used-need), nil
 }
 
 // dirGrow appends an empty block to directory n.
@@ -442,15 +441,27 @@ func (fs *FS) dirRemove(n *inode, d *dirIndex, name string) error {
 	}
 	data := fs.modify(b)
 	end := fs.dirEnd()
-	prev := -1
+	prev, prevGap := -1, 0
 	var cur disk.DirEntry
 	found := false
+	others := 0 // largest gap outside prev and the removed entry
 	err = disk.WalkDirBlock(data, end, ^uint32(0), func(e disk.DirEntry) bool {
+		gap := e.RecLen
+		if e.Inode != 0 {
+			gap -= disk.DirRecLen(len(e.Name))
+		}
 		if e.Offset == int(slot.off) {
 			cur, found = e, true
-			return false
+			return true
 		}
-		prev = e.Offset
+		if !found {
+			if prev >= 0 {
+				others = max(others, prevGap)
+			}
+			prev, prevGap = e.Offset, gap
+			return true
+		}
+		others = max(others, gap)
 		return true
 	})
 	if err != nil {
@@ -459,20 +470,19 @@ func (fs *FS) dirRemove(n *inode, d *dirIndex, name string) error {
 	if !found || cur.Inode != slot.ino {
 		return corruptf("directory %d index is stale for %q", n.ino, name)
 	}
+	gap := others
 	if prev >= 0 {
 		p, err := disk.DirEntryAt(data, prev)
 		if err != nil {
 			return err
 		}
 		disk.SetDirEntryRecLen(data, prev, p.RecLen+cur.RecLen)
+		gap = max(gap, prevGap+cur.RecLen)
 	} else {
 		disk.SetDirEntryInode(data, int(slot.off), 0)
+		gap = max(gap, cur.RecLen)
 	}
 	fs.sealDirBlock(data, fs.inodeSeed(n))
-	gap, err := blockGap(data, end)
-	if err != nil {
-		return err
-	}
 	d.setGap(slot.block, gap)
 	delete(d.names, name)
 	d.entries--

@@ -1,6 +1,8 @@
 package ext4lite
 
 import (
+	"math/bits"
+
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/ext4lite/disk"
@@ -34,10 +36,7 @@ func (fs *FS) allocInode(parent Ino, dir bool) (Ino, error) {
 		if grp == 0 {
 			from = g.firstIno - 1
 		}
-		idx := from
-		for idx < g.ipg && testBit(b.data, idx) {
-			idx++
-		}
+		idx := firstZero(b.data, from, g.ipg)
 		if idx >= g.ipg {
 			return 0, corruptf("group %d claims %d free inodes but its bitmap has none", grp, d.FreeInodes())
 		}
@@ -109,4 +108,24 @@ func (fs *FS) freeInode(ino Ino, dir bool) error {
 	fs.markGroupDirty(grp)
 	fs.freeInodes++
 	return nil
+}
+
+// firstZero returns the first clear bit of bm in [from, limit), or limit.
+func firstZero(bm []byte, from, limit uint32) uint32 {
+	i := from
+	for i < limit {
+		if i%64 == 0 && i+64 <= limit {
+			w := le64(bm[i/8:])
+			if w == ^uint64(0) {
+				i += 64
+				continue
+			}
+			return i + uint32(bits.TrailingZeros64(^w))
+		}
+		if !testBit(bm, i) {
+			return i
+		}
+		i++
+	}
+	return limit
 }

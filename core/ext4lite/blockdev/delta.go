@@ -79,6 +79,8 @@ func createDeltaFile(path string, id goldenIdentity, goldenPath string) error {
 }
 
 // initDeltaFile writes the header of an empty delta into f and sizes it.
+// It does not sync: the first Sync of the opened delta (ext4lite commits
+// when it opens a volume) makes the header durable with everything else.
 func initDeltaFile(f *os.File, hdr deltaHeader) error {
 	nblocks := (hdr.golden.size + deltaBlockSize - 1) / deltaBlockSize
 	if err := f.Truncate(hdr.dataOff + nblocks*deltaBlockSize); err != nil {
@@ -86,9 +88,6 @@ func initDeltaFile(f *os.File, hdr deltaHeader) error {
 	}
 	if _, err := f.WriteAt(hdr.marshal(), 0); err != nil {
 		return fmt.Errorf("blockdev: write delta header: %w", err)
-	}
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return fmt.Errorf("blockdev: sync delta: %w", err)
 	}
 	return nil
 }

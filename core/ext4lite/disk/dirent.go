@@ -112,29 +112,39 @@ func DirEntryAt(b []byte, off int) (DirEntry, error) {
 // until fn returns false. It validates the entry chain the way the kernel's
 // ext4_check_dir_entry does; inodes bounds the inode numbers.
 func WalkDirBlock(b []byte, end int, inodes uint32, fn func(e DirEntry) bool) error {
+	if end > len(b) {
+		return Corruptf("directory block end %d beyond its %d bytes", end, len(b))
+	}
+	bs := len(b)
 	for off := 0; off < end; {
-		e, err := DirEntryAt(b, off)
-		if err != nil {
-			return err
+		if off+DirEntryHeader > end {
+			return Corruptf("directory entry at offset %d overflows the block", off)
 		}
+		h := b[off : off+DirEntryHeader]
+		ino := uint32(h[0]) | uint32(h[1])<<8 | uint32(h[2])<<16 | uint32(h[3])<<24
+		recLen := int(h[4]) | int(h[5])<<8
+		if bs >= 65536 && (recLen == 65535 || recLen == 0) {
+			recLen = bs
+		}
+		nameLen := int(h[6])
 		switch {
-		case e.RecLen < DirRecLen(1):
-			return Corruptf("directory entry at offset %d: rec_len %d too small", off, e.RecLen)
-		case e.RecLen%4 != 0:
-			return Corruptf("directory entry at offset %d: rec_len %d not a multiple of 4", off, e.RecLen)
-		case e.RecLen < DirRecLen(len(e.Name)):
-			return Corruptf("directory entry at offset %d: rec_len %d shorter than name %d", off, e.RecLen, len(e.Name))
-		case off+e.RecLen > end:
-			return Corruptf("directory entry at offset %d: rec_len %d crosses the block end %d", off, e.RecLen, end)
-		case e.Inode > inodes:
-			return Corruptf("directory entry at offset %d: inode %d beyond %d", off, e.Inode, inodes)
-		case e.Inode != 0 && len(e.Name) == 0:
+		case recLen < 12:
+			return Corruptf("directory entry at offset %d: rec_len %d too small", off, recLen)
+		case recLen&3 != 0:
+			return Corruptf("directory entry at offset %d: rec_len %d not a multiple of 4", off, recLen)
+		case recLen < (DirEntryHeader+nameLen+3)&^3:
+			return Corruptf("directory entry at offset %d: rec_len %d shorter than name %d", off, recLen, nameLen)
+		case off+recLen > end:
+			return Corruptf("directory entry at offset %d: rec_len %d crosses the block end %d", off, recLen, end)
+		case ino > inodes:
+			return Corruptf("directory entry at offset %d: inode %d beyond %d", off, ino, inodes)
+		case ino != 0 && nameLen == 0:
 			return Corruptf("directory entry at offset %d: empty name", off)
 		}
-		if !fn(e) {
+		if !fn(DirEntry{Offset: off, Inode: ino, RecLen: recLen, FileType: h[7], Name: b[off+DirEntryHeader : off+DirEntryHeader+nameLen]}) {
 			return nil
 		}
-		off += e.RecLen
+		off += recLen
 	}
 	return nil
 }
