@@ -68,13 +68,13 @@ func TestLatency(t *testing.T) {
 	start := time.Now()
 	s := newSandbox(t, Config{})
 	created := time.Since(start)
-	var out bytes.Buffer
+	var out syncBuffer
 	p, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", "echo up; exec sleep 1000000"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
 	started := time.Since(start)
-	for out.Len() == 0 && time.Since(start) < 10*time.Second {
+	for out.String() == "" && time.Since(start) < 10*time.Second {
 		time.Sleep(100 * time.Microsecond)
 	}
 	firstOutput := time.Since(start)

@@ -20,9 +20,12 @@ const minMemoryLimit = 16 << 20
 const (
 	oomPollRelaxed = 20 * time.Millisecond
 	oomPollTight   = 2 * time.Millisecond
-	// oomVictimWait bounds the wait for a killed process to release its
-	// memory before the killer looks again.
+	// oomVictimWait bounds the wait for a killed process to exit, and
+	// oomSettle the wait after that for its memory to be returned to the
+	// host (the memory file releases freed pages asynchronously). Without
+	// the second wait the killer would pick a second, innocent victim.
 	oomVictimWait = time.Second
+	oomSettle     = 500 * time.Millisecond
 )
 
 // oomKiller enforces the sandbox memory limit.
@@ -90,7 +93,20 @@ func (o *oomKiller) killOne() {
 	select {
 	case <-exited:
 	case <-time.After(oomVictimWait):
+		return
 	case <-o.quit:
+		return
+	}
+	deadline := time.Now().Add(oomSettle)
+	for time.Now().Before(deadline) {
+		if used, err := o.k.MemoryFile().TotalUsage(); err != nil || used <= o.limit {
+			return
+		}
+		select {
+		case <-o.quit:
+			return
+		case <-time.After(oomPollTight):
+		}
 	}
 }
 

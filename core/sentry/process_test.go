@@ -168,7 +168,7 @@ func TestBadSpecs(t *testing.T) {
 func TestSignalAndWaitDelay(t *testing.T) {
 	s := newSandbox(t, Config{})
 	startIdle(t, s)
-	var out bytes.Buffer
+	var out syncBuffer
 	p, err := s.Exec(context.Background(), ProcessSpec{
 		// The background sleep inherits stdout and keeps the pipe open.
 		Argv:      []string{"/bin/sh", "-c", "sleep 1000 & echo started; exec sleep 1000"},
@@ -178,7 +178,7 @@ func TestSignalAndWaitDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the guest to start", func() bool { return out.String() != "" })
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

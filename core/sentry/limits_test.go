@@ -1,0 +1,116 @@
+package sentry
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestPidsLimit(t *testing.T) {
+	const limit = 20
+	s := newSandbox(t, Config{PidsLimit: limit})
+	startIdle(t, s)
+	// The spawner forks sleeps one by one until a fork fails, which makes
+	// busybox sh give up; the sleeps stay, children of init.
+	r := execAndWait(t, s, sh(`for i in $(seq 40); do sleep 1000 >/dev/null 2>&1 & done; echo unreachable`))
+	if r.status.ExitCode() == 0 || !strings.Contains(r.stderr, "can't fork") {
+		t.Fatalf("spawner: %v %q %q", r.status, r.stdout, r.stderr)
+	}
+	// init + the sleeps: the spawner itself was task number limit.
+	if n := s.k.TaskSet().Root.NumTasks(); n != limit-1 {
+		t.Errorf("%d tasks left with a limit of %d, want %d", n, limit, limit-1)
+	}
+	// Exec from the host is not refused at the limit.
+	r = execAndWait(t, s, ProcessSpec{Argv: []string{"echo", "host can still exec"}})
+	if r.stdout != "host can still exec\n" {
+		t.Errorf("exec at the limit: %v %q %q", r.status, r.stdout, r.stderr)
+	}
+}
+
+func TestForkBomb(t *testing.T) {
+	const limit = 64
+	s := newSandbox(t, Config{PidsLimit: limit})
+	startIdle(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The classic bomb; every fork beyond the limit fails with EAGAIN.
+	bomb, err := s.Exec(ctx, sh(`b() { b | b & }; b; sleep 1000`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxTasks := 0
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := s.k.TaskSet().Root.NumTasks(); n > maxTasks {
+			maxTasks = n
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if maxTasks > limit || maxTasks < limit/2 {
+		t.Fatalf("fork bomb peaked at %d tasks with a limit of %d", maxTasks, limit)
+	}
+	t.Logf("fork bomb peaked at %d tasks (limit %d)", maxTasks, limit)
+
+	// The host is fine and so is the sandbox: kill the bomb's process
+	// tree and run something.
+	r := execAndWait(t, s, sh(`kill -9 -1 2>/dev/null; true`))
+	_ = r
+	bomb.Wait()
+}
+
+func TestMemoryLimitKillsHog(t *testing.T) {
+	const limit = 128 << 20
+	s := newSandbox(t, Config{MemoryLimit: limit})
+	startIdle(t, s)
+
+	r := execAndWait(t, s, sh(`grep MemTotal /proc/meminfo`))
+	if want := fmt.Sprintf("MemTotal:         %d kB", limit/1024); strings.TrimSpace(r.stdout) != want {
+		t.Errorf("meminfo %q, want %q", r.stdout, want)
+	}
+
+	// awk doubles a string until it is killed; the memory is touched from
+	// user space, page by page.
+	start := time.Now()
+	r = execAndWait(t, s, sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))
+	if r.status.Signal != syscall.SIGKILL {
+		t.Fatalf("hog ended with %v (stderr %q), want SIGKILL by the OOM killer", r.status, r.stderr)
+	}
+	t.Logf("hog killed after %v; OOM kills: %d", time.Since(start), s.oom.kills.Load())
+	if k := s.oom.kills.Load(); k != 1 {
+		t.Errorf("%d OOM kills, want 1", k)
+	}
+
+	// The sandbox survives: init lives and new processes run.
+	r = execAndWait(t, s, ProcessSpec{Argv: []string{"echo", "alive"}})
+	if r.stdout != "alive\n" {
+		t.Fatalf("after OOM: %v %q %q", r.status, r.stdout, r.stderr)
+	}
+	if st := s.Init(); st == nil {
+		t.Fatal("no init")
+	}
+	select {
+	case <-s.Init().Done():
+		t.Fatal("init died with the hog")
+	default:
+	}
+}
+
+func TestMemoryLimitBoundsWritableLayer(t *testing.T) {
+	const limit = 64 << 20
+	s := newSandbox(t, Config{MemoryLimit: limit})
+	r := startAndWait(t, s, sh(`dd if=/dev/zero of=/big bs=1M count=100 2>&1 | tail -1; ls -l /big | awk '{print $5}'`))
+	// Either the layer's size cap (ENOSPC) or the OOM killer stops dd,
+	// whichever the writes reach first; never more than the limit lands.
+	ls := lines(r.stdout)
+	size, err := strconv.Atoi(ls[len(ls)-1])
+	if err != nil || size > limit {
+		t.Fatalf("wrote %d bytes into / with a %d byte limit: %q %q", size, limit, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "No space left") && !strings.Contains(r.stderr, "Killed") {
+		t.Fatalf("dd was not stopped: %q %q", r.stdout, r.stderr)
+	}
+}
