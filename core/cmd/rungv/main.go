@@ -5,6 +5,13 @@
 //	rungv images            list cached images
 //	rungv rmi REF|ID...     remove images
 //	rungv prune             remove unreferenced images
+//	rungv run IMAGE [CMD]   run a command in a new sandbox
+//
+// Go re-reads the CPU quota every second to adjust GOMAXPROCS (Go 1.25+),
+// with sched_getaffinity and cgroup file reads that the lockdown filter
+// rightly denies; a sandbox sizes its CPUs once, at start.
+//
+//go:debug updatemaxprocs=0
 package main
 
 import (
@@ -65,6 +72,8 @@ cache (` + "`rungv pull`" + `) and state in single-file ext4 volumes.`,
 		newImagesCommand(g),
 		newRmiCommand(g),
 		newPruneCommand(g),
+		newRunCommand(g),
+		newJanitorCommand(),
 	)
 	return root
 }

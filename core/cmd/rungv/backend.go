@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"syscall"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/errors/linuxerr"
+	"gvisor.dev/gvisor/pkg/sentry/fsimpl/user"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/sentry"
+)
+
+// sandboxBackend serves the control protocol from a running sentry
+// sandbox.
+type sandboxBackend struct {
+	sb       *sentry.Sandbox
+	info     control.SandboxInfo
+	defaults processSpec // the image's env, cwd and user, for execs
+	passwd   []byte
+	group    []byte
+	// stop asks the run command to shut the sandbox down gracefully.
+	stop func(grace time.Duration)
+}
+
+var _ control.Backend = (*sandboxBackend)(nil)
+
+// Info implements control.Backend.Info.
+func (b *sandboxBackend) Info() control.SandboxInfo { return b.info }
+
+// Exec implements control.Backend.Exec.
+func (b *sandboxBackend) Exec(ctx context.Context, req control.ExecRequest, stdio control.Stdio) (control.Process, error) {
+	user := req.User
+	if user == "" {
+		user = b.defaults.User
+	}
+	u, err := lookupUser(user, b.passwd, b.group)
+	if err != nil {
+		return nil, control.Errorf(control.CodeInvalid, "%v", err)
+	}
+	env := req.Env
+	if env == nil {
+		env = b.defaults.Env
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = b.defaults.Cwd
+	}
+	spec := sentry.ProcessSpec{
+		Argv:   req.Argv,
+		Env:    withHome(env, u.Home),
+		Cwd:    cwd,
+		UID:    u.UID,
+		GID:    u.GID,
+		Stdin:  stdio.Stdin,
+		Stdout: stdio.Stdout,
+		Stderr: stdio.Stderr,
+		// A background child that keeps stdout open must not hold the
+		// exec's answer forever.
+		WaitDelay: 2 * time.Second,
+	}
+	p, err := b.sb.Exec(ctx, spec)
+	if err != nil {
+		return nil, execError(req.Argv[0], err)
+	}
+	return sandboxProcess{p}, nil
+}
+
+// execError maps a failure to start a command to a protocol error.
+func execError(argv0 string, err error) error {
+	var notFound user.ExecutableResolveError
+	switch {
+	case errors.As(err, &notFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOENT), errors.Is(err, linuxerr.ENOENT):
+		return control.Errorf(control.CodeNotFound, "%s: command not found in the sandbox (%v)", argv0, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EACCES), errors.Is(err, linuxerr.EACCES):
+		return control.Errorf(control.CodePermission, "%s: permission denied in the sandbox (%v)", argv0, err)
+	case errors.Is(err, sentry.ErrStopped), errors.Is(err, sentry.ErrClosed):
+		return control.Errorf(control.CodeUnavailable, "the sandbox is stopping: %v", err)
+	}
+	return err
+}
+
+// withHome adds HOME from the user's passwd entry unless env has it.
+func withHome(env []string, home string) []string {
+	for _, e := range env {
+		if len(e) >= 5 && e[:5] == "HOME=" {
+			return env
+		}
+	}
+	return append(append([]string(nil), env...), "HOME="+home)
+}
+
+type sandboxProcess struct{ p *sentry.Process }
+
+func (sp sandboxProcess) PID() int { return sp.p.PID() }
+
+func (sp sandboxProcess) Signal(sig int) error {
+	err := sp.p.Signal(syscall.Signal(sig))
+	if errors.Is(err, sentry.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+func (sp sandboxProcess) Wait() (int, int, error) {
+	st, err := sp.p.Wait()
+	return st.ExitCode(), int(st.Signal), err
+}
+
+// SignalInit implements control.Backend.SignalInit.
+func (b *sandboxBackend) SignalInit(sig int) error {
+	init := b.sb.Init()
+	if init == nil {
+		return control.Errorf(control.CodeUnavailable, "the sandbox has no init process")
+	}
+	return sandboxProcess{init}.Signal(sig)
+}
+
+// ReadFile implements control.Backend.ReadFile.
+func (b *sandboxBackend) ReadFile(ctx context.Context, path string, w io.Writer) (control.FileInfo, error) {
+	f, err := b.sb.Open(ctx, path)
+	if err != nil {
+		return control.FileInfo{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return control.FileInfo{}, err
+	}
+	if _, err := io.Copy(w, f); err != nil {
+		return control.FileInfo{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return fileInfo(path, fi), nil
+}
+
+// WriteFile implements control.Backend.WriteFile.
+func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return control.FileInfo{}, err
+	}
+	mode := fs.FileMode(req.Mode & 0o7777)
+	if mode == 0 {
+		mode = 0o644
+	}
+	if req.MakeParents {
+		return control.FileInfo{}, control.Errorf(control.CodeUnsupported, "write_file: make_parents is not supported by this rungv yet; create the directory with exec mkdir -p")
+	}
+	if err := b.sb.WriteFile(ctx, req.Path, data, mode); err != nil {
+		return control.FileInfo{}, err
+	}
+	return b.Stat(ctx, req.Path)
+}
+
+// Stat implements control.Backend.Stat.
+func (b *sandboxBackend) Stat(ctx context.Context, path string) (control.FileInfo, error) {
+	fi, err := b.sb.Stat(ctx, path)
+	if err != nil {
+		return control.FileInfo{}, err
+	}
+	return fileInfo(path, fi), nil
+}
+
+func fileInfo(path string, fi fs.FileInfo) control.FileInfo {
+	info := control.FileInfo{Path: path, Size: fi.Size(), Mtime: fi.ModTime(), Mode: unixMode(fi.Mode())}
+	if st, ok := fi.Sys().(*sentry.FileStat); ok {
+		info.UID, info.GID = st.UID, st.GID
+	}
+	return info
+}
+
+// unixMode converts an fs.FileMode back to stat(2) mode bits.
+func unixMode(m fs.FileMode) uint32 {
+	mode := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= syscall.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= syscall.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= syscall.S_ISVTX
+	}
+	switch m.Type() {
+	case 0:
+		mode |= syscall.S_IFREG
+	case fs.ModeDir:
+		mode |= syscall.S_IFDIR
+	case fs.ModeSymlink:
+		mode |= syscall.S_IFLNK
+	case fs.ModeNamedPipe:
+		mode |= syscall.S_IFIFO
+	case fs.ModeSocket:
+		mode |= syscall.S_IFSOCK
+	case fs.ModeDevice:
+		mode |= syscall.S_IFBLK
+	case fs.ModeDevice | fs.ModeCharDevice:
+		mode |= syscall.S_IFCHR
+	}
+	return mode
+}
+
+// Wait implements control.Backend.Wait.
+func (b *sandboxBackend) Wait(ctx context.Context) (control.WaitResult, error) {
+	init := b.sb.Init()
+	if init == nil {
+		return control.WaitResult{}, control.Errorf(control.CodeUnavailable, "the sandbox has no init process")
+	}
+	select {
+	case <-init.Done():
+	case <-ctx.Done():
+		return control.WaitResult{}, ctx.Err()
+	}
+	st, err := init.Wait()
+	return control.WaitResult{ExitCode: st.ExitCode(), Signal: int(st.Signal)}, err
+}
+
+// Shutdown implements control.Backend.Shutdown.
+func (b *sandboxBackend) Shutdown(ctx context.Context, grace time.Duration) error {
+	b.stop(grace)
+	return nil
+}

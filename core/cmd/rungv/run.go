@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/sentry"
+	"z.gfire.dev/gvx/core/store"
+)
+
+// runFlags are `rungv run`'s flags, named as `docker run` names them.
+type runFlags struct {
+	entrypoint  string
+	env         []string
+	envFiles    []string
+	workdir     string
+	user        string
+	tty         bool
+	interactive bool
+	hostname    string
+	rm          bool
+	memory      string
+	cpus        float64
+	pidsLimit   int
+	timeout     time.Duration
+	stopTimeout time.Duration
+	platform    string
+	netRaw      bool
+	allowSUID   bool
+	control     string
+	keepAlive   bool
+	quiet       bool
+	debug       bool
+	trapSeccomp bool
+}
+
+func newRunCommand(g *globalFlags) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] IMAGE [COMMAND [ARG...]]",
+		Short: "Run a command in a new sandbox",
+		Long: `Run boots gVisor's Sentry inside this process with IMAGE's root filesystem
+(read-only EROFS from the cache, pulled first if missing, under an in-memory
+writable layer) and runs the image's command, or COMMAND. The process locks
+itself down (no new privileges, no capabilities, a seccomp allowlist) before
+any guest code runs. rungv exits with the command's exit code (128+N if
+signal N killed it).`,
+		Example: `  rungv run busybox echo hello
+  rungv run -e A=1 -w /tmp -u 1000 --memory 512m oci:./img:latest sh -c 'id; pwd'
+  rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var entrypoint *string
+			if cmd.Flags().Changed("entrypoint") {
+				entrypoint = &f.entrypoint
+			}
+			return runSandbox(cmd.Context(), g, f, entrypoint, args[0], args[1:])
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false) // flags after IMAGE belong to the command
+	fl.StringVar(&f.entrypoint, "entrypoint", "", "overwrite the image's entrypoint")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy the host's)")
+	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file")
+	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
+	fl.StringVarP(&f.user, "user", "u", "", "user: name|uid[:group|gid]")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal")
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open and pass it to the command")
+	fl.StringVar(&f.hostname, "hostname", "", "the sandbox's hostname")
+	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox when it exits (always: nothing outlives rungv)")
+	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit of the whole sandbox, e.g. 512m, 2g (the guest's OOM killer acts inside)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "number of CPUs the sandbox sees")
+	fl.IntVar(&f.pidsLimit, "pids-limit", 0, "maximum number of tasks in the sandbox")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the sandbox after this long (wall clock)")
+	fl.DurationVar(&f.stopTimeout, "stop-timeout", 10*time.Second, "how long to wait after SIGTERM before killing")
+	fl.StringVar(&f.platform, "platform", "auto", "syscall interception: systrap, kvm, ptrace or auto (systrap)")
+	fl.BoolVar(&f.netRaw, "net-raw", false, "allow raw and packet sockets to guest root")
+	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")
+	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
+	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
+	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
+	fl.BoolVar(&f.trapSeccomp, "debug-seccomp", false, "report a host system call outside the allowlist with a stack trace instead of dying silently")
+	fl.MarkHidden("debug-seccomp")
+	return cmd
+}
+
+// runSandbox implements `rungv run`.
+func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *string, ref string, args []string) error {
+	cfg, err := f.sentryConfig()
+	if err != nil {
+		return err
+	}
+	if f.tty && !term.IsTerminal(int(os.Stdin.Fd())) {
+		return errors.New("-t: the input device is not a TTY; drop -t, or run rungv on a terminal")
+	}
+	s, err := g.store()
+	if err != nil {
+		return err
+	}
+	img, err := getOrPull(ctx, s, ref, f.quiet)
+	if err != nil {
+		return err
+	}
+	if f.keepAlive {
+		if entrypoint != nil || len(args) > 0 {
+			return errors.New("--keep-alive runs an idle init: give no COMMAND and no --entrypoint")
+		}
+		if f.control == "" {
+			return errors.New("--keep-alive without --control leaves no way in: add --control unix:PATH")
+		}
+	}
+	spec, err := resolveCommand(img.Config, entrypoint, args, f.env, f.envFiles, f.workdir, f.user)
+	if err != nil && !f.keepAlive {
+		return err
+	}
+
+	// Everything on the host is opened before the sandbox exists: after
+	// Start the process can open nothing.
+	erofsFile, err := os.Open(img.ErofsPath())
+	if err != nil {
+		return fmt.Errorf("opening the image's root filesystem: %w (try `rungv rmi %s` and pull again)", err, img.ShortID())
+	}
+	defer erofsFile.Close()
+	ctl, err := openControl(f.control)
+	if err != nil {
+		return err
+	}
+	defer ctl.close()
+	cfg.Image = erofsFile
+	cfg.Lockdown = lockdown.Options{ControlFD: ctl.listenFD(), TrapViolations: f.trapSeccomp}
+	if f.debug {
+		cfg.LogWriter, cfg.Debug = os.Stderr, true
+	}
+	sb, err := sentry.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+
+	passwd, _ := sb.ReadFile(ctx, "/etc/passwd")
+	group, _ := sb.ReadFile(ctx, "/etc/group")
+	u, err := lookupUser(spec.User, passwd, group)
+	if err != nil {
+		return err
+	}
+	init := sentry.ProcessSpec{
+		Argv:   spec.Argv,
+		Env:    withHome(spec.Env, u.Home),
+		Cwd:    spec.Cwd,
+		UID:    u.UID,
+		GID:    u.GID,
+		Stdout: hostOutput(os.Stdout),
+		Stderr: hostOutput(os.Stderr),
+		TTY:    f.tty,
+	}
+	if f.interactive || f.tty {
+		init.Stdin = os.Stdin
+	}
+	if f.tty {
+		init.Env = mergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
+	}
+	if f.keepAlive {
+		init = idleInit()
+	}
+	p, err := sb.Start(init)
+	if err != nil {
+		// Exit statuses as docker run's: 127 not found, 126 not runnable.
+		err = execError(init.Argv[0], err)
+		switch {
+		case control.IsCode(err, control.CodeNotFound):
+			fmt.Fprintln(os.Stderr, "rungv:", err)
+			return exitError(127)
+		case control.IsCode(err, control.CodePermission):
+			fmt.Fprintln(os.Stderr, "rungv:", err)
+			return exitError(126)
+		}
+		return err
+	}
+
+	stopper := newStopper(sb, p, f.stopTimeout)
+	backend := &sandboxBackend{
+		sb:       sb,
+		defaults: spec,
+		passwd:   passwd,
+		group:    group,
+		stop:     stopper.stop,
+		info: control.SandboxInfo{
+			ID:       sandboxID(),
+			PID:      os.Getpid(),
+			Image:    img.ID,
+			Hostname: cfg.Hostname,
+			Platform: string(cfg.Platform),
+			Rungv:    version,
+		},
+	}
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	ctl.serve(serveCtx, control.NewServer(backend), func() {
+		// The parent that owned the control connection is gone: nothing
+		// may outlive it.
+		stopper.stop(0)
+	})
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	var timeout <-chan time.Time
+	if f.timeout > 0 {
+		timeout = time.After(f.timeout)
+	}
+	for {
+		select {
+		case <-p.Done():
+			st, err := p.Wait()
+			stopServing()
+			sb.Close()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "rungv: copying the command's output:", err)
+			}
+			if st.ExitCode() != 0 {
+				return exitError(st.ExitCode())
+			}
+			return nil
+		case sig := <-sigs:
+			// Forward to init; a stop follows for the signals that end
+			// things, so a guest that ignores them still goes.
+			p.Signal(sig.(syscall.Signal))
+			if sig != syscall.SIGHUP {
+				stopper.deadline()
+			}
+		case <-timeout:
+			fmt.Fprintf(os.Stderr, "rungv: --timeout %v reached; stopping the sandbox\n", f.timeout)
+			stopper.stop(f.stopTimeout)
+		}
+	}
+}
+
+// sentryConfig maps the flags that configure the kernel.
+func (f *runFlags) sentryConfig() (sentry.Config, error) {
+	var cfg sentry.Config
+	switch f.platform {
+	case "", "auto", "systrap":
+		cfg.Platform = sentry.PlatformSystrap
+	case "kvm":
+		cfg.Platform = sentry.PlatformKVM
+	case "ptrace":
+		cfg.Platform = sentry.PlatformPtrace
+	default:
+		return cfg, fmt.Errorf("--platform %q: use systrap, kvm, ptrace or auto", f.platform)
+	}
+	mem, err := parseBytes(f.memory)
+	if err != nil {
+		return cfg, fmt.Errorf("--memory: %w", err)
+	}
+	if f.cpus < 0 || f.pidsLimit < 0 || f.timeout < 0 {
+		return cfg, errors.New("--cpus, --pids-limit and --timeout must not be negative")
+	}
+	cfg.MemoryLimit = mem
+	cfg.CPUs = int(math.Ceil(f.cpus))
+	cfg.PidsLimit = f.pidsLimit
+	cfg.Hostname = f.hostname
+	cfg.NetRaw = f.netRaw
+	cfg.AllowSUID = f.allowSUID
+	return cfg, nil
+}
+
+// hostOutput returns how to hand one of rungv's output streams to the
+// guest. Pipes and terminals go in directly (the guest writes to them
+// itself). A regular file (output redirected with >) is relayed instead:
+// an imported file descriptor writes at its own offset from 0, over what
+// is already in the file, where the shell expects the output appended at
+// the current offset.
+func hostOutput(f *os.File) io.Writer {
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		return struct{ io.Writer }{f}
+	}
+	return f
+}
+
+// idleInit is the init process of a --keep-alive sandbox: it waits for
+// signals and does nothing else.
+func idleInit() sentry.ProcessSpec {
+	return sentry.ProcessSpec{Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}}
+}
+
+func getOrPull(ctx context.Context, s *store.Store, ref string, quiet bool) (*store.Image, error) {
+	img, err := s.Get(ref)
+	if err == nil || !errors.Is(err, store.ErrNotFound) {
+		return img, err
+	}
+	opts := store.PullOptions{}
+	var r *pullReporter
+	if !quiet {
+		r = newPullReporter(os.Stderr)
+		opts.Progress = r.event
+	}
+	img, err = s.Pull(ctx, ref, opts)
+	if r != nil {
+		r.finish()
+	}
+	return img, err
+}
+
+func sandboxID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// stopper stops a sandbox once: SIGTERM to init, then after the grace
+// period everything is killed.
+type stopper struct {
+	sb    *sentry.Sandbox
+	init  *sentry.Process
+	grace time.Duration
+	once  sync.Once
+}
+
+func newStopper(sb *sentry.Sandbox, init *sentry.Process, grace time.Duration) *stopper {
+	return &stopper{sb: sb, init: init, grace: grace}
+}
+
+// stop sends SIGTERM to init and kills everything after grace.
+func (s *stopper) stop(grace time.Duration) {
+	s.init.Signal(syscall.SIGTERM)
+	s.killAfter(grace)
+}
+
+// deadline kills everything after the default grace period unless init
+// exits first.
+func (s *stopper) deadline() { s.killAfter(s.grace) }
+
+func (s *stopper) killAfter(grace time.Duration) {
+	s.once.Do(func() {
+		go func() {
+			select {
+			case <-s.init.Done():
+			case <-time.After(grace):
+				s.sb.Close()
+			}
+		}()
+	})
+}
+
+// controlEndpoint is where clients reach the control server.
+type controlEndpoint struct {
+	listener *net.UnixListener // unix:PATH
+	janitor  *os.File          // removes the socket file once rungv is gone
+	conn     net.Conn          // fd:N
+}
+
+func openControl(spec string) (*controlEndpoint, error) {
+	switch {
+	case spec == "":
+		return &controlEndpoint{}, nil
+	case strings.HasPrefix(spec, "unix:"):
+		path := strings.TrimPrefix(spec, "unix:")
+		if path == "" {
+			return nil, errors.New("--control unix:PATH needs a path")
+		}
+		if _, err := os.Lstat(path); err == nil {
+			return nil, fmt.Errorf("--control %s: the path exists; remove it or pick another (is another sandbox using it?)", spec)
+		}
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return nil, fmt.Errorf("--control %s: %w", spec, err)
+		}
+		// After lockdown unlink is denied; the janitor removes the file.
+		l.SetUnlinkOnClose(false)
+		if err := os.Chmod(path, 0o600); err != nil {
+			l.Close()
+			os.Remove(path)
+			return nil, err
+		}
+		id, err := identify(path)
+		if err == nil {
+			var janitor *os.File
+			if janitor, err = startJanitor([]janitorFile{id}); err == nil {
+				return &controlEndpoint{listener: l, janitor: janitor}, nil
+			}
+		}
+		l.Close()
+		os.Remove(path)
+		return nil, err
+	case strings.HasPrefix(spec, "fd:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(spec, "fd:"))
+		if err != nil || n < 3 {
+			return nil, fmt.Errorf("--control %s: want fd:N with N >= 3, an inherited connected socket", spec)
+		}
+		file := os.NewFile(uintptr(n), "control")
+		conn, err := net.FileConn(file)
+		file.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--control %s: %w (pass a connected unix socket)", spec, err)
+		}
+		return &controlEndpoint{conn: conn}, nil
+	}
+	return nil, fmt.Errorf("--control %q: use unix:PATH or fd:N", spec)
+}
+
+// listenFD is the listening socket's descriptor for the lockdown rules,
+// or 0.
+func (c *controlEndpoint) listenFD() int {
+	if c.listener == nil {
+		return 0
+	}
+	sc, err := c.listener.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	fd := 0
+	sc.Control(func(f uintptr) { fd = int(f) })
+	return fd
+}
+
+// serve starts serving in the background. For an inherited connection,
+// gone is called when the peer closes it.
+func (c *controlEndpoint) serve(ctx context.Context, srv *control.Server, gone func()) {
+	srv.Logf = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "rungv: "+format+"\n", args...)
+	}
+	switch {
+	case c.listener != nil:
+		go srv.Serve(ctx, c.listener)
+	case c.conn != nil:
+		go func() {
+			err := srv.ServeConn(ctx, c.conn)
+			if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "rungv: control connection:", err)
+			}
+			if ctx.Err() == nil {
+				gone()
+			}
+		}()
+	}
+}
+
+// close stops listening; the janitor removes the socket file when rungv
+// exits (holding the janitor pipe until then).
+func (c *controlEndpoint) close() {
+	if c.listener != nil {
+		c.listener.Close()
+	}
+	if c.conn != nil {
+		c.conn.Close()
+	}
+}

@@ -1,0 +1,17 @@
+package gvx
+
+import (
+	"fmt"
+	"net"
+	"os"
+)
+
+// fileConn turns our end of the socket pair into a net.Conn; f is closed.
+func fileConn(f *os.File) (net.Conn, error) {
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("gvx: control socket: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,231 @@
+// Package gvx is the Go SDK of gvx: isolated, Docker-capable sandboxes for
+// training and evaluating coding agents.
+//
+// A sandbox is a rungv child process running gVisor's Sentry; it never
+// runs inside the caller's process. New starts the child and connects to
+// it over an inherited socket with gvx's control protocol (core/control).
+// The child dies with the caller: it gets SIGKILL if the caller's process
+// dies, and stops when the control connection goes away.
+//
+//	sb, err := gvx.New(ctx, gvx.Config{OCIImage: "oci:./busybox:latest", KeepAlive: true})
+//	if err != nil { … }
+//	defer sb.Close()
+//	res, err := sb.Exec(ctx, []string{"sh", "-c", "echo hi"}, nil)
+//	fmt.Printf("%d %s", res.ExitCode, res.Stdout)
+package gvx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Platform selects how the Sentry intercepts guest system calls.
+type Platform string
+
+// Platforms.
+const (
+	PlatformAuto    Platform = ""        // systrap
+	PlatformSystrap Platform = "systrap" // seccomp traps in ptraced stubs; no privilege needed
+	PlatformKVM     Platform = "kvm"     // hardware virtualisation; needs access to /dev/kvm
+	PlatformPtrace  Platform = "ptrace"  // PTRACE_SYSEMU; slow
+)
+
+// NetworkMode selects the sandbox's network.
+type NetworkMode string
+
+// Network modes.
+const (
+	NetModeNone NetworkMode = "none" // loopback only
+	NetModeNAT  NetworkMode = "nat"  // eth0 with a user-space NAT in rungv
+)
+
+// MountKind is the kind of a Mount.
+type MountKind string
+
+// Mount kinds.
+const (
+	// MountVolume mounts a single-file ext4 volume (ImagePath) that the
+	// Sentry reads and writes itself.
+	MountVolume MountKind = "volume"
+)
+
+// Mount attaches storage to the sandbox.
+type Mount struct {
+	Kind      MountKind
+	ImagePath string // host file of a volume
+	GuestPath string // absolute path inside the sandbox
+	ReadOnly  bool
+}
+
+// Resources limit the sandbox as a whole.
+type Resources struct {
+	// MemoryBytes is the sandbox's total memory; the guest's OOM killer
+	// acts inside it. 0: no limit.
+	MemoryBytes uint64
+	// CPUMillis is the CPU count the guest sees, in thousandths (1500 is
+	// 2 CPUs, rounded up). 0: the host's.
+	CPUMillis int
+	// PidsLimit caps the tasks in the sandbox. 0: no limit.
+	PidsLimit int
+}
+
+// Config describes a sandbox.
+type Config struct {
+	// OCIImage is the image reference (registry, oci:DIR[:TAG],
+	// docker-archive:FILE); it is pulled into the cache if missing.
+	OCIImage string
+	// Entrypoint replaces the image's entrypoint when EntrypointSet is
+	// true (an empty Entrypoint then means none).
+	Entrypoint    []string
+	EntrypointSet bool
+	// Cmd replaces the image's Cmd.
+	Cmd []string
+	// Envv adds or overrides environment variables ("KEY=VALUE").
+	Envv       []string
+	WorkingDir string
+	User       string // name|uid[:group|gid]
+	Hostname   string
+
+	// KeepAlive runs an idle init instead of the image's command, for
+	// sandboxes driven through Exec. Run then waits until Close.
+	KeepAlive bool
+
+	Platform               Platform
+	NetworkMode            NetworkMode
+	NetRaw                 bool
+	AllowPacketSocketWrite bool
+	AllowSUID              bool
+	Mounts                 []Mount
+	Resources              Resources
+
+	// Timeout stops the sandbox after this long (wall clock). 0: none.
+	Timeout time.Duration
+
+	// Stdin, Stdout and Stderr are the init command's streams (rungv's).
+	// Nil: no input, output discarded (the last 64 KiB of stderr is kept
+	// for error messages either way).
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+
+	// Rungv is the rungv binary. Empty: $GVX_RUNGV, then "rungv" next to
+	// the running executable, then $PATH.
+	Rungv string
+	// Cache is the image cache directory. Empty: $GVX_CACHE or
+	// ~/.cache/gvx.
+	Cache string
+	// Insecure allows plain-HTTP registries when pulling OCIImage.
+	Insecure bool
+}
+
+// args renders the config as `rungv run` arguments.
+func (c *Config) args(controlFD int) ([]string, error) {
+	if c.OCIImage == "" {
+		return nil, errors.New("gvx: Config.OCIImage is empty; name an image (e.g. oci:./busybox:latest)")
+	}
+	var a []string
+	if c.Cache != "" {
+		a = append(a, "--cache", c.Cache)
+	}
+	a = append(a, "run", "--quiet", "--control", "fd:"+strconv.Itoa(controlFD))
+	if c.EntrypointSet {
+		switch len(c.Entrypoint) {
+		case 0:
+			a = append(a, "--entrypoint", "")
+		default:
+			a = append(a, "--entrypoint", c.Entrypoint[0])
+		}
+	}
+	for _, e := range c.Envv {
+		a = append(a, "--env", e)
+	}
+	if c.WorkingDir != "" {
+		a = append(a, "--workdir", c.WorkingDir)
+	}
+	if c.User != "" {
+		a = append(a, "--user", c.User)
+	}
+	if c.Hostname != "" {
+		a = append(a, "--hostname", c.Hostname)
+	}
+	if c.KeepAlive {
+		a = append(a, "--keep-alive")
+	}
+	switch c.Platform {
+	case PlatformAuto:
+	case PlatformSystrap, PlatformKVM, PlatformPtrace:
+		a = append(a, "--platform", string(c.Platform))
+	default:
+		return nil, fmt.Errorf("gvx: unknown Platform %q; use PlatformAuto, PlatformSystrap, PlatformKVM or PlatformPtrace", c.Platform)
+	}
+	switch c.NetworkMode {
+	case "", NetModeNone:
+	case NetModeNAT:
+		return nil, errors.New("gvx: NetModeNAT is not available in this release yet; use NetModeNone")
+	default:
+		return nil, fmt.Errorf("gvx: unknown NetworkMode %q; use NetModeNone or NetModeNAT", c.NetworkMode)
+	}
+	if c.NetRaw {
+		a = append(a, "--net-raw")
+	}
+	if c.AllowSUID {
+		a = append(a, "--allow-suid")
+	}
+	if len(c.Mounts) > 0 {
+		return nil, errors.New("gvx: Mounts are not available in this release yet")
+	}
+	if r := c.Resources; r.MemoryBytes > 0 {
+		a = append(a, "--memory", strconv.FormatUint(r.MemoryBytes, 10))
+	}
+	if r := c.Resources; r.CPUMillis > 0 {
+		a = append(a, "--cpus", strconv.FormatFloat(float64(r.CPUMillis)/1000, 'f', 3, 64))
+	}
+	if r := c.Resources; r.PidsLimit > 0 {
+		a = append(a, "--pids-limit", strconv.Itoa(r.PidsLimit))
+	}
+	if c.Resources.CPUMillis < 0 || c.Resources.PidsLimit < 0 || c.Timeout < 0 {
+		return nil, errors.New("gvx: Resources and Timeout must not be negative")
+	}
+	if c.Timeout > 0 {
+		a = append(a, "--timeout", c.Timeout.String())
+	}
+	if c.Stdin != nil {
+		a = append(a, "--interactive")
+	}
+	a = append(a, c.OCIImage)
+	if c.EntrypointSet && len(c.Entrypoint) > 1 {
+		a = append(a, c.Entrypoint[1:]...)
+	}
+	a = append(a, c.Cmd...)
+	if c.KeepAlive && (len(c.Cmd) > 0 || c.EntrypointSet) {
+		return nil, errors.New("gvx: KeepAlive runs an idle init; leave Cmd and Entrypoint unset")
+	}
+	return a, nil
+}
+
+// rungvPath finds the rungv binary.
+func (c *Config) rungvPath() (string, error) {
+	if c.Rungv != "" {
+		return c.Rungv, nil
+	}
+	if p := os.Getenv("GVX_RUNGV"); p != "" {
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "rungv")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("rungv")
+	if err != nil {
+		return "", errors.New("gvx: rungv not found: set Config.Rungv or $GVX_RUNGV, or put rungv on PATH (make builds build/rungv)")
+	}
+	return p, nil
+}

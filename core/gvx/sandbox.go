@@ -1,0 +1,313 @@
+package gvx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/control"
+)
+
+// stderrTail is how much of rungv's stderr a Sandbox keeps for errors.
+const stderrTail = 64 << 10
+
+// closeGrace is how long Close lets the sandbox stop before killing it.
+const closeGrace = 5 * time.Second
+
+// Sandbox is a running sandbox. Its methods are safe for concurrent use.
+type Sandbox struct {
+	cmd    *exec.Cmd
+	client *control.Client
+	tail   *tailBuffer
+
+	exited chan struct{} // closed when the rungv process has exited
+	waitErr error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ErrClosed is returned by calls on a closed Sandbox.
+var ErrClosed = errors.New("gvx: the sandbox is closed")
+
+// New starts a sandbox and returns once it runs and answers on its control
+// connection. ctx bounds the start (including pulling the image) only.
+func New(ctx context.Context, cfg Config) (*Sandbox, error) {
+	rungv, err := cfg.rungvPath()
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("gvx: creating the control socket pair: %w", err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), "gvx-control")
+	theirs := os.NewFile(uintptr(fds[1]), "gvx-control-child")
+	// ExtraFiles[0] is fd 3 in the child.
+	args, err := cfg.args(3)
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return nil, err
+	}
+	tail := &tailBuffer{max: stderrTail}
+	cmd := exec.Command(rungv, args...)
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stdin = cfg.Stdin
+	cmd.Stdout = cfg.Stdout
+	cmd.Stderr = tail
+	if cfg.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(cfg.Stderr, tail)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// The sandbox dies with the caller, whatever kills the caller.
+		Pdeathsig: syscall.SIGKILL,
+		// Terminal signals (Ctrl-C) go to the caller, which decides.
+		Setpgid: true,
+	}
+	err = startChild(cmd)
+	// The child has its copy; ours must go, or a child that dies early
+	// would leave the connection open and the handshake waiting.
+	theirs.Close()
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("gvx: starting %s: %w", rungv, err)
+	}
+	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{})}
+	go func() {
+		sb.waitErr = cmd.Wait()
+		close(sb.exited)
+	}()
+
+	conn, err := fileConn(ours)
+	if err != nil {
+		sb.kill()
+		return nil, err
+	}
+	// The handshake completes once rungv serves the connection, which it
+	// does after the sandbox started; if rungv dies first, the connection
+	// ends and the error says why.
+	type result struct {
+		c   *control.Client
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := control.NewClient(ctx, conn, "gvx-go")
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			conn.Close()
+			sb.kill()
+			return nil, sb.failure("starting the sandbox", r.err)
+		}
+		sb.client = r.c
+	case <-ctx.Done():
+		conn.Close()
+		sb.kill()
+		return nil, ctx.Err()
+	}
+	return sb, nil
+}
+
+// failure explains why the sandbox failed, with rungv's last words.
+func (sb *Sandbox) failure(what string, err error) error {
+	select {
+	case <-sb.exited:
+	case <-time.After(2 * time.Second):
+	}
+	msg := strings.TrimSpace(sb.tail.String())
+	if msg != "" {
+		return fmt.Errorf("gvx: %s: %w\nrungv said:\n%s", what, err, msg)
+	}
+	return fmt.Errorf("gvx: %s: %w", what, err)
+}
+
+func (sb *Sandbox) kill() {
+	sb.cmd.Process.Kill()
+	<-sb.exited
+}
+
+// Info describes the sandbox.
+func (sb *Sandbox) Info() control.SandboxInfo { return sb.client.Info() }
+
+// PID returns the rungv process's host PID.
+func (sb *Sandbox) PID() int { return sb.cmd.Process.Pid }
+
+// Run waits for the sandbox's init command to exit and returns its exit
+// code (128+N if signal N killed it). With KeepAlive it returns when the
+// sandbox is closed.
+func (sb *Sandbox) Run(ctx context.Context) (int, error) {
+	res, err := sb.client.Wait(ctx)
+	if err != nil {
+		if control.IsCode(err, control.CodeUnavailable) {
+			return sb.exitCode()
+		}
+		return 0, err
+	}
+	return res.ExitCode, nil
+}
+
+// exitCode returns rungv's exit status once it has exited.
+func (sb *Sandbox) exitCode() (int, error) {
+	<-sb.exited
+	var ee *exec.ExitError
+	switch {
+	case sb.waitErr == nil:
+		return 0, nil
+	case errors.As(sb.waitErr, &ee):
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			return 0, sb.failure("rungv", fmt.Errorf("killed by %v", st.Signal()))
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, sb.waitErr
+}
+
+// ExecOptions tune Exec. The zero value runs with the image's environment,
+// working directory and user, no stdin, output captured.
+type ExecOptions struct {
+	Env     []string // replaces the environment if non-nil
+	Cwd     string
+	User    string
+	Stdin   io.Reader
+	Stdout  io.Writer // nil: captured in ExecResult.Stdout
+	Stderr  io.Writer // nil: captured in ExecResult.Stderr
+	Timeout time.Duration
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int
+	Signal   int
+	TimedOut bool
+	Stdout   []byte
+	Stderr   []byte
+	Duration time.Duration
+}
+
+// Exec runs a command in the sandbox and waits for it. A non-zero exit
+// code is a result, not an error; errors mean the command could not run
+// (not found, sandbox gone).
+func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (*ExecResult, error) {
+	if opts == nil {
+		opts = &ExecOptions{}
+	}
+	var stdout, stderr bytes.Buffer
+	eio := control.ExecIO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}
+	if eio.Stdout == nil {
+		eio.Stdout = &stdout
+	}
+	if eio.Stderr == nil {
+		eio.Stderr = &stderr
+	}
+	res, err := sb.client.Exec(ctx, control.ExecRequest{
+		Argv:    argv,
+		Env:     opts.Env,
+		Cwd:     opts.Cwd,
+		User:    opts.User,
+		Timeout: control.Duration(opts.Timeout),
+	}, eio)
+	if err != nil {
+		return nil, sb.callError(err)
+	}
+	return &ExecResult{
+		ExitCode: res.ExitCode,
+		Signal:   res.Signal,
+		TimedOut: res.TimedOut,
+		Stdout:   stdout.Bytes(),
+		Stderr:   stderr.Bytes(),
+		Duration: time.Duration(res.Duration),
+	}, nil
+}
+
+// callError adds rungv's last words to an error from a sandbox that died.
+func (sb *Sandbox) callError(err error) error {
+	if control.IsCode(err, control.CodeUnavailable) {
+		select {
+		case <-sb.exited:
+			return sb.failure("the sandbox exited", err)
+		default:
+		}
+	}
+	return err
+}
+
+// ReadFile returns the content of a file in the sandbox.
+func (sb *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	var buf bytes.Buffer
+	if _, err := sb.client.ReadFile(ctx, path, &buf); err != nil {
+		return nil, sb.callError(err)
+	}
+	return buf.Bytes(), nil
+}
+
+// WriteFile creates or replaces a file in the sandbox.
+func (sb *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm os.FileMode) error {
+	_, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm())}, bytes.NewReader(data))
+	return sb.callError(err)
+}
+
+// Stat describes a file in the sandbox.
+func (sb *Sandbox) Stat(ctx context.Context, path string) (control.FileInfo, error) {
+	info, err := sb.client.Stat(ctx, path)
+	return info, sb.callError(err)
+}
+
+// Signal sends a signal to the sandbox's init process.
+func (sb *Sandbox) Signal(ctx context.Context, sig syscall.Signal) error {
+	return sb.callError(sb.client.Signal(ctx, int(sig)))
+}
+
+// Close stops the sandbox (SIGTERM to init, then SIGKILL after a grace
+// period) and waits for the rungv process to exit. It is idempotent.
+func (sb *Sandbox) Close() error {
+	sb.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		sb.client.Shutdown(ctx, closeGrace)
+		select {
+		case <-sb.exited:
+		case <-ctx.Done():
+			sb.cmd.Process.Kill()
+			<-sb.exited
+		}
+		sb.client.Close()
+	})
+	return sb.closeErr
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,287 @@
+package gvx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/testimage"
+)
+
+// These tests boot real sandboxes: rungv built from this tree, the Sentry,
+// the test image from Debian's busybox-static.
+
+var (
+	rungvBin  string
+	imageRef  string
+	testCache string
+)
+
+const helperEnv = "GVX_SDK_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain())
+	}
+	dir, err := os.MkdirTemp("", "gvx-sdk-test-")
+	if err != nil {
+		panic(err)
+	}
+	rungvBin = filepath.Join(dir, "rungv")
+	cmd := exec.Command("go", "build", "-o", rungvBin, "../cmd/rungv")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building rungv: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	b, err := testimage.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	imageRef = b.LayoutRef()
+	testCache = filepath.Join(dir, "cache")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func config() Config {
+	return Config{OCIImage: imageRef, Rungv: rungvBin, Cache: testCache, KeepAlive: true}
+}
+
+func newSandbox(t *testing.T, cfg Config) *Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+func sh(t *testing.T, sb *Sandbox, script string, opts *ExecOptions) *ExecResult {
+	t.Helper()
+	res, err := sb.Exec(context.Background(), []string{"/bin/sh", "-c", script}, opts)
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return res
+}
+
+func TestExec(t *testing.T) {
+	sb := newSandbox(t, config())
+	if info := sb.Info(); info.PID != sb.PID() || info.Image == "" {
+		t.Errorf("Info() = %+v (rungv pid %d)", info, sb.PID())
+	}
+	res := sh(t, sb, "echo out; echo err >&2", nil)
+	if string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" || res.ExitCode != 0 {
+		t.Errorf("echo: %+v", res)
+	}
+	for script, want := range map[string]int{"exit 0": 0, "exit 1": 1, "kill -9 $$": 137} {
+		if res := sh(t, sb, script, nil); res.ExitCode != want {
+			t.Errorf("%q: exit %d, want %d", script, res.ExitCode, want)
+		}
+	}
+	res = sh(t, sb, `echo "$GVX_TEST $FOO $(pwd) $(id -u):$(id -g)"`, &ExecOptions{
+		Env: []string{"FOO=bar", "GVX_TEST=set"}, Cwd: "/tmp", User: "65534:65534"})
+	if got := strings.TrimSpace(string(res.Stdout)); got != "set bar /tmp 65534:65534" {
+		t.Errorf("env/cwd/user: %q", got)
+	}
+	// The image's environment applies when Env is nil.
+	if res := sh(t, sb, `echo $GVX_TEST`, nil); strings.TrimSpace(string(res.Stdout)) != "1" {
+		t.Errorf("image env: %q", res.Stdout)
+	}
+	res = sh(t, sb, "tr a-z A-Z", &ExecOptions{Stdin: strings.NewReader("piped input")})
+	if string(res.Stdout) != "PIPED INPUT" {
+		t.Errorf("stdin: %q", res.Stdout)
+	}
+	_, err := sb.Exec(context.Background(), []string{"no-such-command"}, nil)
+	if !control.IsCode(err, control.CodeNotFound) {
+		t.Errorf("missing command: %v", err)
+	}
+}
+
+func TestExecTimeoutKillsTheCommandNotTheSandbox(t *testing.T) {
+	sb := newSandbox(t, config())
+	res := sh(t, sb, "sleep 30", &ExecOptions{Timeout: 300 * time.Millisecond})
+	if !res.TimedOut || res.ExitCode != 137 {
+		t.Fatalf("timeout: %+v", res)
+	}
+	if res := sh(t, sb, "echo alive", nil); string(res.Stdout) != "alive\n" {
+		t.Fatalf("after the timeout: %+v", res)
+	}
+}
+
+func TestParallelExecs(t *testing.T) {
+	sb := newSandbox(t, config())
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sb.Exec(context.Background(), []string{"/bin/sh", "-c", "echo $0; cat", strconv.Itoa(i)},
+				&ExecOptions{Stdin: strings.NewReader(strings.Repeat("x", i))})
+			switch {
+			case err != nil:
+				errs <- err
+			case string(res.Stdout) != fmt.Sprintf("%d\n%s", i, strings.Repeat("x", i)):
+				errs <- fmt.Errorf("exec %d got %q", i, res.Stdout)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestFiles(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("gvx\n"), 300000)
+	if err := sb.WriteFile(ctx, "/tmp/data.txt", data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.ReadFile(ctx, "/tmp/data.txt")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	if res := sh(t, sb, "wc -l < /tmp/data.txt; stat -c %a /tmp/data.txt", nil); strings.Fields(string(res.Stdout))[0] != "300000" || strings.Fields(string(res.Stdout))[1] != "640" {
+		t.Errorf("the guest sees %q", res.Stdout)
+	}
+	info, err := sb.Stat(ctx, "/bin/busybox")
+	if err != nil || info.Mode&0o111 == 0 || info.Size < 100000 {
+		t.Errorf("stat busybox: %+v %v", info, err)
+	}
+	if _, err := sb.ReadFile(ctx, "/no/such/file"); !control.IsCode(err, control.CodeNotFound) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestRunReturnsTheCommandsExitCode(t *testing.T) {
+	var out bytes.Buffer
+	cfg := config()
+	cfg.KeepAlive = false
+	cfg.Cmd = []string{"/bin/sh", "-c", "echo from init; exit 7"}
+	cfg.Stdout = &out
+	sb := newSandbox(t, cfg)
+	code, err := sb.Run(context.Background())
+	if err != nil || code != 7 {
+		t.Fatalf("Run: %d, %v", code, err)
+	}
+	sb.Close()
+	if out.String() != "from init\n" {
+		t.Errorf("init's stdout: %q", out.String())
+	}
+}
+
+func TestCloseIsIdempotentAndFinal(t *testing.T) {
+	sb := newSandbox(t, config())
+	pid := sb.PID()
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("rungv %d still runs after Close", pid)
+	}
+	if _, err := sb.Exec(context.Background(), []string{"true"}, nil); !control.IsCode(err, control.CodeUnavailable) {
+		t.Errorf("exec after Close: %v", err)
+	}
+}
+
+func TestRungvKilledIsReported(t *testing.T) {
+	sb := newSandbox(t, config())
+	syscall.Kill(sb.PID(), syscall.SIGKILL)
+	_, err := sb.Exec(context.Background(), []string{"true"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Fatalf("exec on a killed sandbox: %v", err)
+	}
+}
+
+func TestStartErrorsSayWhy(t *testing.T) {
+	cfg := config()
+	cfg.OCIImage = "oci:/nonexistent/layout"
+	_, err := New(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("missing image: %v", err)
+	}
+	cfg = config()
+	cfg.Rungv = "/nonexistent/rungv"
+	if _, err := New(context.Background(), cfg); err == nil {
+		t.Error("missing rungv accepted")
+	}
+	cfg = config()
+	cfg.Platform = "quantum"
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "PlatformSystrap") {
+		t.Errorf("bad platform: %v", err)
+	}
+}
+
+// TestNoOrphansWhenTheCallerDies kills a process that owns a sandbox with
+// SIGKILL; its rungv must die too.
+func TestNoOrphansWhenTheCallerDies(t *testing.T) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "GVX_TEST_RUNGV="+rungvBin, "GVX_TEST_IMAGE="+imageRef, "GVX_TEST_CACHE="+testCache)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stdout.String(), "\n") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the helper never reported its sandbox")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(stdout.String()))
+	if err != nil {
+		t.Fatalf("helper said %q", stdout.String())
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("rungv %d outlived its killed parent", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// helperMain starts a sandbox, prints rungv's pid and waits to be killed.
+func helperMain() int {
+	sb, err := New(context.Background(), Config{
+		OCIImage: os.Getenv("GVX_TEST_IMAGE"), Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE"), KeepAlive: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(sb.PID())
+	select {}
+}
