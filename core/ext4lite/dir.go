@@ -151,8 +151,10 @@ func (fs *FS) loadDirIndex(n *inode, m *fileMap) (*dirIndex, error) {
 		}
 		end := fs.geo.blockSize
 		if fs.csum && !(indexed && lblk == 0) {
-			if err := disk.VerifyDirTail(b.data, seed); err != nil {
-				return nil, fmt.Errorf("block %d: %w", lblk, err)
+			if fs.verify {
+				if err := disk.VerifyDirTail(b.data, seed); err != nil {
+					return nil, fmt.Errorf("block %d: %w", lblk, err)
+				}
 			}
 			end -= disk.DirTailSize
 		}
@@ -205,7 +207,7 @@ func (fs *FS) dxNodes(n *inode, m *fileMap, root []byte, nblocks uint32, seed ui
 	if err != nil {
 		return nil, err
 	}
-	if fs.csum {
+	if fs.verify {
 		if err := disk.VerifyDx(root, dx, seed); err != nil {
 			return nil, err
 		}
@@ -226,7 +228,7 @@ func (fs *FS) dxNodes(n *inode, m *fileMap, root []byte, nblocks uint32, seed ui
 			if err != nil {
 				return nil, fmt.Errorf("htree node block %d: %w", c, err)
 			}
-			if fs.csum {
+			if fs.verify {
 				if err := disk.VerifyDx(b.data, node, seed); err != nil {
 					return nil, fmt.Errorf("htree node block %d: %w", c, err)
 				}

@@ -103,7 +103,7 @@ func (fs *FS) walkExtentNode(n *inode, node *disk.ExtentNode, lo, hi uint64, m *
 		if child.Depth+1 != node.Depth || child.Max != cap {
 			return corruptf("extent block %d has depth %d capacity %d under depth %d", idx.Child, child.Depth, child.Max, node.Depth)
 		}
-		if fs.csum {
+		if fs.verify {
 			if err := disk.VerifyExtentBlock(b.data, fs.inodeSeed(n)); err != nil {
 				return fmt.Errorf("extent block %d: %w", idx.Child, err)
 			}

@@ -40,6 +40,9 @@ type Options struct {
 	// Generation seeds the generation numbers of new inodes (default:
 	// derived from the clock).
 	Generation uint32
+
+	// skipChecksums lets fuzz tests reach the parsers behind checksums.
+	skipChecksums bool
 }
 
 // ErrClosed is returned by operations on a closed filesystem.
@@ -53,6 +56,7 @@ type FS struct {
 	opts     Options
 	geo      geometry
 	csum     bool   // metadata_csum
+	verify   bool   // check checksums on read (csum, unless fuzzing)
 	seed     uint32 // metadata checksum seed
 	filetype bool   // directory entries carry file types
 	dirNlink bool

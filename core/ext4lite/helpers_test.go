@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // needTool skips the test, saying why, if a host tool is missing.
@@ -75,3 +76,7 @@ func openRW(t testing.TB, path string) *FS {
 	}
 	return fs
 }
+
+var fixedTime = time.Unix(1700000000, 0)
+
+func nowFixed() time.Time { return fixedTime }

@@ -85,7 +85,7 @@ func (fs *FS) readRawInode(ino Ino) (disk.Inode, error) {
 		return nil, err
 	}
 	raw := disk.Inode(append([]byte(nil), b.data[off:off+fs.geo.inodeSize]...))
-	if fs.csum && !raw.IsZero() && !raw.VerifyChecksum(fs.seed, ino) {
+	if fs.verify && !raw.IsZero() && !raw.VerifyChecksum(fs.seed, ino) {
 		return nil, corruptf("inode %d checksum %#08x, computed %#08x", ino, raw.Checksum(), raw.ComputeChecksum(fs.seed, ino))
 	}
 	return raw, nil

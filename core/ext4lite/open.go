@@ -137,6 +137,7 @@ func (fs *FS) setGeometry() error {
 		return corruptf("group descriptor table does not fit")
 	}
 	fs.csum = fs.sb.HasMetadataCsum()
+	fs.verify = fs.csum && !fs.opts.skipChecksums
 	fs.seed = fs.sb.CsumSeed()
 	fs.filetype = fs.sb.HasIncompat(disk.IncompatFiletype)
 	fs.dirNlink = fs.sb.HasRoCompat(disk.RoCompatDirNlink)

@@ -37,7 +37,7 @@ func (fs *FS) loadXattrs(n *inode) (inInode, inBlock []disk.Xattr, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	_, inBlock, err = disk.ParseXattrBlock(b.data, blk, fs.seed, fs.csum)
+	_, inBlock, err = disk.ParseXattrBlock(b.data, blk, fs.seed, fs.verify)
 	if err != nil {
 		return nil, nil, fmt.Errorf("inode %d: %w", n.ino, err)
 	}
@@ -225,7 +225,7 @@ func (fs *FS) writeXattrBlock(n *inode, xs []disk.Xattr) error {
 		if err != nil {
 			return err
 		}
-		h, _, err := disk.ParseXattrBlock(b.data, blk, fs.seed, fs.csum)
+		h, _, err := disk.ParseXattrBlock(b.data, blk, fs.seed, fs.verify)
 		if err != nil {
 			return err
 		}
@@ -264,7 +264,7 @@ func (fs *FS) releaseXattrBlock(n *inode) error {
 	if err != nil {
 		return err
 	}
-	h, _, err := disk.ParseXattrBlock(b.data, blk, fs.seed, fs.csum)
+	h, _, err := disk.ParseXattrBlock(b.data, blk, fs.seed, fs.verify)
 	if err != nil {
 		return err
 	}

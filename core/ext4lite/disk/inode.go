@@ -91,7 +91,8 @@ const (
 	inProjid      = 0x9C
 )
 
-// Inode is one raw on-disk inode (the superblock's inode size).
+// Inode is one raw on-disk inode: the superblock's inode size, a power of
+// two from 128 bytes.
 type Inode []byte
 
 func (n Inode) u16(off int) uint16      { return le.Uint16(n[off:]) }
@@ -101,7 +102,7 @@ func (n Inode) put32(off int, v uint32) { le.PutUint32(n[off:], v) }
 
 // ExtraIsize is i_extra_isize, 0 for 128-byte inodes.
 func (n Inode) ExtraIsize() int {
-	if len(n) <= GoodOldInodeSize {
+	if len(n) < inExtraIsize+2 {
 		return 0
 	}
 	return int(n.u16(inExtraIsize))
