@@ -189,10 +189,19 @@ func (fs *FS) evictLocked() {
 	}
 }
 
-// readBlocks reads len(p)/blockSize blocks starting at blk from the device.
+// readBlocks reads len(p)/blockSize blocks starting at blk from the device
+// (and, in a read-only open that replayed its journal, the overlay).
 func (fs *FS) readBlocks(blk uint64, p []byte) error {
 	if _, err := fs.dev.ReadAt(p, int64(blk)<<fs.geo.blockBits); err != nil {
 		return fmt.Errorf("ext4lite: read block %d: %w", blk, ioError(err))
+	}
+	if len(fs.overlay) > 0 {
+		bs := fs.geo.blockSize
+		for k := 0; k*bs < len(p); k++ {
+			if data, ok := fs.overlay[blk+uint64(k)]; ok {
+				copy(p[k*bs:], data)
+			}
+		}
 	}
 	return nil
 }

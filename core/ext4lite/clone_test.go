@@ -79,10 +79,7 @@ func exerciseClones(t *testing.T, dir, golden string, gw *workload, want blockde
 	}
 	for i, w := range episodes {
 		ep := filepath.Join(dir, "episode"+string(rune('a'+i)))
-		fs, err := OpenVolume(ep, Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		fs := openRO(t, ep)
 		w.verifyFS(fs)
 		fs.Close()
 		flat := ep + ".flat"
@@ -183,11 +180,11 @@ func TestCloneReflinkOnXFS(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
 		t.Skipf("loop mount of XFS impossible here (%v: %s)", err, out)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
 			t.Errorf("umount: %v %s", err, out)
 		}
-	}()
+	})
 	golden, gw := makeGoldenVolume(t, mnt, 512<<20)
 	exerciseClones(t, mnt, golden, gw, blockdev.CloneReflink)
 }

@@ -36,7 +36,7 @@ func (fs *FS) readDataAt(phys uint64, inBlock int64, p []byte) error {
 	if _, err := fs.dev.ReadAt(p, int64(phys)<<fs.geo.blockBits+inBlock); err != nil {
 		return fmt.Errorf("ext4lite: read data at block %d: %w", phys, ioError(err))
 	}
-	if fs.overlay == nil {
+	if len(fs.overlay) == 0 {
 		return nil
 	}
 	// A read-only open keeps replayed journal blocks in memory.

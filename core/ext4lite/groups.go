@@ -12,6 +12,10 @@ type group struct {
 	dirty            bool
 	blockBitmapDirty bool
 	inodeBitmapDirty bool
+	// bitmapsChecked says the bitmaps' checksums were verified since the
+	// filesystem opened.
+	blockBitmapChecked bool
+	inodeBitmapChecked bool
 }
 
 // loadGroups reads and checks the group descriptor table.
@@ -138,12 +142,21 @@ func (fs *FS) flushObjects() error {
 func (fs *FS) blockBitmap(grp uint32) (*buffer, error) {
 	g := &fs.groups[grp]
 	if g.desc.Flags()&disk.BGBlockUninit == 0 || !fs.sb.HasGroupCsum() {
-		return fs.bread(g.desc.BlockBitmap())
+		b, err := fs.bread(g.desc.BlockBitmap())
+		if err != nil || g.blockBitmapChecked || !fs.verify {
+			return b, err
+		}
+		if got, want := g.desc.BlockBitmapCsum(), disk.BitmapCsum(fs.sb, b.data[:fs.geo.bpg/8]); got != want {
+			return nil, corruptf("group %d block bitmap checksum %#x, computed %#x", grp, got, want)
+		}
+		g.blockBitmapChecked = true
+		return b, nil
 	}
 	b := fs.bnew(g.desc.BlockBitmap())
 	fs.initBlockBitmap(grp, b.data)
 	g.desc.SetFlags(g.desc.Flags() &^ disk.BGBlockUninit)
 	g.blockBitmapDirty = true
+	g.blockBitmapChecked = true
 	fs.markGroupDirty(grp)
 	return b, nil
 }
@@ -186,7 +199,15 @@ func (fs *FS) initBlockBitmap(grp uint32, bm []byte) {
 func (fs *FS) inodeBitmap(grp uint32) (*buffer, error) {
 	g := &fs.groups[grp]
 	if g.desc.Flags()&disk.BGInodeUninit == 0 || !fs.sb.HasGroupCsum() {
-		return fs.bread(g.desc.InodeBitmap())
+		b, err := fs.bread(g.desc.InodeBitmap())
+		if err != nil || g.inodeBitmapChecked || !fs.verify {
+			return b, err
+		}
+		if got, want := g.desc.InodeBitmapCsum(), disk.BitmapCsum(fs.sb, b.data[:fs.geo.ipg/8]); got != want {
+			return nil, corruptf("group %d inode bitmap checksum %#x, computed %#x", grp, got, want)
+		}
+		g.inodeBitmapChecked = true
+		return b, nil
 	}
 	b := fs.bnew(g.desc.InodeBitmap())
 	for i := fs.geo.ipg; i < uint32(fs.geo.blockSize)*8; i++ {
@@ -195,6 +216,7 @@ func (fs *FS) inodeBitmap(grp uint32) (*buffer, error) {
 	g.desc.SetFlags(g.desc.Flags() &^ disk.BGInodeUninit)
 	g.desc.SetItableUnused(fs.geo.ipg)
 	g.inodeBitmapDirty = true
+	g.inodeBitmapChecked = true
 	fs.markGroupDirty(grp)
 	return b, nil
 }

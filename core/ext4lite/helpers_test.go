@@ -70,10 +70,22 @@ func debugfs(t testing.TB, path string, write bool, req string) string {
 
 func openRW(t testing.TB, path string) *FS {
 	t.Helper()
-	fs, err := OpenVolume(path, Options{})
+	return openWith(t, path, Options{})
+}
+
+func openRO(t testing.TB, path string) *FS {
+	t.Helper()
+	return openWith(t, path, Options{ReadOnly: true})
+}
+
+func openWith(t testing.TB, path string, opts Options) *FS {
+	t.Helper()
+	fs, err := OpenVolume(path, opts)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
+	// A failing test must not leave the image open (and its mount busy).
+	t.Cleanup(func() { fs.Close() })
 	return fs
 }
 

@@ -112,9 +112,9 @@ func (fs *FS) readSuper() error {
 	if _, err := fs.dev.ReadAt(buf, disk.SuperblockOffset); err != nil {
 		return fmt.Errorf("ext4lite: read superblock: %w", ioError(err))
 	}
-	if fs.overlay != nil {
-		// A replayed superblock block wins in a read-only open.
-		if blk, ok := fs.overlay[disk.SuperblockOffset/uint64(max(fs.geo.blockSize, 1024))]; ok && fs.geo.blockSize != 0 {
+	if len(fs.overlay) > 0 && fs.geo.blockSize != 0 {
+		// A replayed superblock wins in a read-only open.
+		if blk, ok := fs.overlay[fs.geo.sbBlock]; ok {
 			copy(buf, blk[fs.geo.sbOffset:])
 		}
 	}

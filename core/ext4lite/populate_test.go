@@ -66,10 +66,7 @@ func makeSourceTree(t *testing.T) string {
 func TestMkfsPopulatedImage(t *testing.T) {
 	src := makeSourceTree(t)
 	img := mkfsExt4(t, "128M", "-d", src)
-	fs, err := OpenVolume(img, Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := openRO(t, img)
 	n := compareWithHost(t, fs, RootIno, src, "lost+found")
 	t.Logf("%d entries read back identically", n)
 	fs.Close()
