@@ -51,9 +51,6 @@ func Open(dev blockdev.Device, opts Options) (*FS, error) {
 	if err := fs.readSuper(); err != nil {
 		return nil, err
 	}
-	if err := checkFeatures(fs.sb, fs.readOnly); err != nil {
-		return nil, err
-	}
 	if err := fs.setGeometry(); err != nil {
 		return nil, err
 	}
@@ -118,8 +115,16 @@ func (fs *FS) readSuper() error {
 			copy(buf, blk[fs.geo.sbOffset:])
 		}
 	}
-	sb, err := disk.ParseSuperblock(buf)
+	sb, err := disk.ParseSuperblockHeader(buf)
 	if err != nil {
+		return err
+	}
+	// Refused features first: their geometry may look invalid otherwise
+	// (bigalloc).
+	if err := checkFeatures(sb, fs.readOnly); err != nil {
+		return err
+	}
+	if err := sb.Validate(); err != nil {
 		return err
 	}
 	fs.sb = sb

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/ext4lite/disk"
 )
 
 // mnode is the workload's model of one inode.
@@ -581,6 +583,10 @@ func (w *workload) setattr() {
 	}
 	if a.Mask&SetMtime != 0 {
 		mt := a.Mtime
+		if w.fs.geo.inodeSize == 128 {
+			// No extra fields: 32-bit seconds only.
+			mt = Timespec{Sec: min(max(mt.Sec, disk.MinTime), disk.MaxTime)}
+		}
 		n.mtime = &mt
 	}
 }

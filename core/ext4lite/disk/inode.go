@@ -229,12 +229,26 @@ func (n Inode) time(base, extra int) Timestamp {
 	return t
 }
 
+// Timestamp limits: 32-bit seconds without the extra fields, two more
+// epoch bits with them (as the kernel's s_time_min/s_time_max).
+const (
+	MinTime      = -1 << 31
+	MaxTime      = 1<<31 - 1
+	MaxExtraTime = 1<<34 - 1 - 1<<31
+)
+
 func (n Inode) setTime(base, extra int, t Timestamp) {
-	n.put32(base, uint32(t.Sec))
-	if n.hasExtra(extra + 4) {
-		epoch := uint32((t.Sec-int64(int32(t.Sec)))>>32) & 3
-		n.put32(extra, epoch|t.Nsec<<2)
+	if !n.hasExtra(extra + 4) {
+		n.put32(base, uint32(min(max(t.Sec, MinTime), MaxTime)))
+		return
 	}
+	if t.Sec < MinTime || t.Sec > MaxExtraTime {
+		t.Sec = min(max(t.Sec, MinTime), MaxExtraTime)
+		t.Nsec = 0
+	}
+	n.put32(base, uint32(t.Sec))
+	epoch := uint32((t.Sec-int64(int32(t.Sec)))>>32) & 3
+	n.put32(extra, epoch|t.Nsec<<2)
 }
 
 // Atime is the access time.

@@ -364,10 +364,24 @@ func ParseSuperblock(b []byte) (*Superblock, error) {
 	return s, nil
 }
 
-// Validate checks the magic, the checksum and that the geometry is
-// self-consistent, so that code using it cannot divide by zero or index
-// outside the device's group table.
-func (s *Superblock) Validate() error {
+// ParseSuperblockHeader decodes a superblock checking only its magic and
+// checksum, so that its features can be read before its geometry is
+// judged.
+func ParseSuperblockHeader(b []byte) (*Superblock, error) {
+	if len(b) < SuperblockSize {
+		return nil, Corruptf("superblock is %d bytes, want %d", len(b), SuperblockSize)
+	}
+	s := new(Superblock)
+	copy(s[:], b)
+	if err := s.CheckMagic(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CheckMagic checks the magic number and the checksum: whether the
+// superblock is intact, before anything in it is trusted.
+func (s *Superblock) CheckMagic() error {
 	if s.Magic() != SuperMagic {
 		return Corruptf("bad superblock magic %#x (not an ext2/3/4 filesystem)", s.Magic())
 	}
@@ -378,6 +392,16 @@ func (s *Superblock) Validate() error {
 		if got, want := s.Checksum(), s.ComputeChecksum(); got != want {
 			return Corruptf("superblock checksum %#08x, computed %#08x", got, want)
 		}
+	}
+	return nil
+}
+
+// Validate checks the magic, the checksum and that the geometry is
+// self-consistent, so that code using it cannot divide by zero or index
+// outside the device's group table.
+func (s *Superblock) Validate() error {
+	if err := s.CheckMagic(); err != nil {
+		return err
 	}
 	if s.LogBlockSize() > MaxLogBlockSize {
 		return Corruptf("block size 1024<<%d is too large", s.LogBlockSize())
