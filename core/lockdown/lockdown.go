@@ -107,12 +107,14 @@ func (f *Filter) Len() int { return len(f.insns) }
 // BuildTime returns how long Prepare took to compile f.
 func (f *Filter) BuildTime() time.Duration { return f.buildTime }
 
-// Install drops privileges (see DropPrivileges) and installs f on every
+// Install drops privileges (see DropPrivileges), loads what the standard
+// library would open lazily (the local time zone), and installs f on every
 // thread of the process. It cannot be undone.
 func (f *Filter) Install() error {
 	if err := DropPrivileges(); err != nil {
 		return err
 	}
+	preload()
 	if err := seccomp.SetFilter(f.insns); err != nil {
 		return fmt.Errorf("lockdown: installing the seccomp filter: %w", err)
 	}

@@ -1,6 +1,272 @@
 package sentry
 
-// helperEnv names the helper mode when the test binary re-executes itself.
-const helperEnv = "GVX_SENTRY_TEST_HELPER"
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
 
-func runHelper(mode string) int { return 2 }
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/seccomp"
+)
+
+// The test binary re-executes itself in helper modes to test what cannot
+// happen in the test process: host lockdown (irreversible), an
+// unprivileged hostile environment, and kill -9.
+const (
+	// helperEnv names the helper mode.
+	helperEnv = "GVX_SENTRY_TEST_HELPER"
+	// imageEnv passes the parent's test image to a child test binary.
+	imageEnv = "GVX_SENTRY_TEST_IMAGE"
+	// hostileEnv tells a child test binary it runs under the hostile
+	// harness, so TestHostileEnvironment checks the harness took effect.
+	hostileEnv = "GVX_SENTRY_TEST_HOSTILE"
+)
+
+func runHelper(mode string) int {
+	var err error
+	switch mode {
+	case "harness":
+		err = runHarness()
+	case "locked":
+		err = runLocked()
+	case "hold":
+		err = runHold()
+	default:
+		err = fmt.Errorf("unknown helper mode %q", mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	return 0
+}
+
+// runHarness is the hostile host: it forbids namespaces and mounts with
+// seccomp (EPERM for unshare, setns, mount and clone with any CLONE_NEW*
+// flag, ENOSYS for clone3), sets NO_NEW_PRIVS, then replaces itself with
+// the test binary running the whole suite. Its parent already dropped it to
+// uid 65534 with no capabilities.
+func runHarness() error {
+	if err := installHostileFilter(); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// Drop the helper mode, or the new image would be the harness again.
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, helperEnv+"=") {
+			env = append(env, e)
+		}
+	}
+	env = append(env, hostileEnv+"=1")
+	args := append([]string{self}, os.Args[1:]...)
+	return syscall.Exec(self, args, env)
+}
+
+// installHostileFilter installs the filter a locked-down container host
+// (Docker's default profile, a Kubernetes pod) imposes.
+func installHostileFilter() error {
+	newFlags := []uintptr{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC, unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET}
+	var cloneNew seccomp.Or
+	for _, f := range newFlags {
+		cloneNew = append(cloneNew, seccomp.PerArg{seccomp.MaskedEqual(f, f)})
+	}
+	eperm := seccomp.MakeSyscallRules(map[uintptr]seccomp.SyscallRule{
+		unix.SYS_UNSHARE: seccomp.MatchAll{},
+		unix.SYS_SETNS:   seccomp.MatchAll{},
+		unix.SYS_MOUNT:   seccomp.MatchAll{},
+		unix.SYS_CLONE:   cloneNew,
+	})
+	enosys := seccomp.MakeSyscallRules(map[uintptr]seccomp.SyscallRule{
+		unix.SYS_CLONE3: seccomp.MatchAll{},
+	})
+	prog := &seccomp.Program{
+		RuleSets: []seccomp.RuleSet{
+			{Rules: eperm, Action: seccomp.ReturnError.Code(uint16(unix.EPERM))},
+			{Rules: enosys, Action: seccomp.ReturnError.Code(uint16(unix.ENOSYS))},
+		},
+		Options: seccomp.ProgramOptions{DefaultAction: seccomp.Allow, BadArchAction: seccomp.KillProcess},
+	}
+	insns, _, err := prog.Build()
+	if err != nil {
+		return fmt.Errorf("building the hostile filter: %w", err)
+	}
+	// SetFilter sets NO_NEW_PRIVS first, as an unprivileged process must.
+	if err := seccomp.SetFilter(insns); err != nil {
+		return fmt.Errorf("installing the hostile filter: %w", err)
+	}
+	return nil
+}
+
+// openImage opens the test image for a helper.
+func openImage() (*os.File, error) {
+	path := os.Getenv(imageEnv)
+	if path == "" {
+		return nil, fmt.Errorf("%s is not set", imageEnv)
+	}
+	return os.Open(path)
+}
+
+// runLocked boots a sandbox with host lockdown, reports on stdout, waits
+// for a line on stdin (while the parent inspects /proc/<pid>/status), then
+// does more work and shuts down.
+func runLocked() error {
+	img, err := openImage()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	cfg := Config{Image: img, PidsLimit: 200, MemoryLimit: 256 << 20}
+	// GVX_SENTRY_TEST_TRAP=1 turns a filter violation into a Go crash
+	// report naming the call, for finding a missing rule.
+	cfg.Lockdown.TrapViolations = os.Getenv("GVX_SENTRY_TEST_TRAP") != ""
+	s, err := New(cfg)
+	img.Close()
+	if err != nil {
+		return err
+	}
+	tNew := time.Since(t0)
+	var initOut syncBuffer
+	init, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", "echo init-up; exec sleep 1000000"}, Stdout: &initOut})
+	if err != nil {
+		return err
+	}
+	for initOut.String() == "" {
+		time.Sleep(100 * time.Microsecond)
+	}
+	tUp := time.Since(t0)
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	fmt.Fprintf(out, "timing new=%v first-output=%v\n", tNew, tUp)
+	fmt.Fprintf(out, "locked pid=%d\n", os.Getpid())
+	out.Flush()
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+
+	ctx := context.Background()
+	run := func(spec ProcessSpec) (string, ExitStatus, error) {
+		var b strings.Builder
+		spec.Stdout = &b
+		spec.Stderr = &b
+		p, err := s.Exec(ctx, spec)
+		if err != nil {
+			return "", ExitStatus{}, err
+		}
+		st, err := p.Wait()
+		return b.String(), st, err
+	}
+	for _, script := range []string{"echo hello from a locked host", "exit 1", "kill -9 $$", "cat /etc/gvx-marker", "id -u; cat /proc/1/comm"} {
+		o, st, err := run(sh(script))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "exec %q: code=%d out=%q\n", script, st.ExitCode(), o)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	good := 0
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, st, err := run(ProcessSpec{Argv: []string{"echo", fmt.Sprint(i)}})
+			if err == nil && st.ExitCode() == 0 && o == fmt.Sprintf("%d\n", i) {
+				mu.Lock()
+				good++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Fprintf(out, "parallel good=%d\n", good)
+	if err := s.WriteFile(ctx, "/tmp/host-wrote", []byte("hw"), 0o644); err != nil {
+		return err
+	}
+	o, _, err := run(sh("cat /tmp/host-wrote"))
+	if err != nil {
+		return err
+	}
+	data, err := s.ReadFile(ctx, "/etc/gvx-marker")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "files guest-read=%q host-read=%q\n", o, data)
+	o, st, err := run(sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "hog code=%d\n", st.ExitCode())
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		return err
+	}
+	ist, _ := init.Wait()
+	fmt.Fprintf(out, "shutdown init=%d\n", ist.ExitCode())
+	return nil
+}
+
+// runHold boots a locked sandbox with some processes, reports its pid,
+// and blocks until killed.
+func runHold() error {
+	img, err := openImage()
+	if err != nil {
+		return err
+	}
+	s, err := New(Config{Image: img})
+	img.Close()
+	if err != nil {
+		return err
+	}
+	if _, err := s.Start(ProcessSpec{Argv: []string{"sleep", "1000000"}}); err != nil {
+		return err
+	}
+	for range 3 {
+		if _, err := s.Exec(context.Background(), ProcessSpec{Argv: []string{"sleep", "1000000"}}); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("holding pid=%d\n", os.Getpid())
+	select {}
+}
+
+// helperCmd prepares the test binary to run in mode.
+func helperCmd(t *testing.T, mode string, args ...string) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, imageEnv+"="+imagePath)
+	return cmd
+}
+
+// readLine reads a line or fails after a minute.
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	ch := make(chan string, 1)
+	go func() {
+		l, _ := r.ReadString('\n')
+		ch <- l
+	}()
+	select {
+	case l := <-ch:
+		return l
+	case <-time.After(time.Minute):
+		t.Fatal("helper said nothing for a minute")
+		return ""
+	}
+}

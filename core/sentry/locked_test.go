@@ -1,0 +1,160 @@
+package sentry
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/core/lockdown"
+)
+
+// TestLockedSandbox runs a sandbox with host lockdown in a helper process
+// and checks both the guest's work and the host confinement.
+func TestLockedSandbox(t *testing.T) {
+	cmd := helperCmd(t, "locked")
+	stdin, _ := cmd.StdinPipe()
+	stdoutPipe, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(stdoutPipe)
+	timing := readLine(t, out)
+	t.Logf("locked helper: %s", strings.TrimSpace(timing))
+	if l := readLine(t, out); !strings.HasPrefix(l, "locked pid=") {
+		cmd.Wait()
+		t.Fatalf("helper: %q; stderr %q", l, stderr.String())
+	}
+
+	st, err := lockdown.ReadStatus(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.NoNewPrivs || st.Seccomp != 2 || st.CapEff != 0 || st.CapPrm != 0 {
+		t.Errorf("rungv-like process is not locked down: %+v", st)
+	}
+	io.WriteString(stdin, "go\n")
+	rest, _ := io.ReadAll(out)
+	err = cmd.Wait()
+	got := string(rest)
+	for _, want := range []string{
+		`exec "echo hello from a locked host": code=0 out="hello from a locked host\n"`,
+		`exec "exit 1": code=1 out=""`,
+		`exec "kill -9 $$": code=137 out=""`,
+		`exec "cat /etc/gvx-marker": code=0 out="gvx test image\n"`,
+		`exec "id -u; cat /proc/1/comm": code=0 out="0\nsleep\n"`,
+		"parallel good=50\n",
+		`files guest-read="hw" host-read="gvx test image\n"`,
+		"hog code=137\n",
+		"shutdown init=143\n", // SIGTERM
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("helper output lacks %q", want)
+		}
+	}
+	if err != nil || t.Failed() {
+		t.Fatalf("helper: %v\nstdout:\n%s\nstderr:\n%s", err, got, stderr.String())
+	}
+}
+
+// TestKill9LeavesNothing kills a process hosting a sandbox with SIGKILL and
+// checks that the platform's stub processes die with it.
+func TestKill9LeavesNothing(t *testing.T) {
+	cmd := helperCmd(t, "hold")
+	stdoutPipe, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if l := readLine(t, bufio.NewReader(stdoutPipe)); !strings.HasPrefix(l, "holding") {
+		cmd.Wait()
+		t.Fatalf("helper: %q; stderr %q", l, stderr.String())
+	}
+	stubs := descendants(cmd.Process.Pid)
+	if len(stubs) == 0 {
+		t.Fatal("the sandbox process has no child processes; expected systrap stubs")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var alive []int
+		for _, pid := range stubs {
+			if processAlive(pid) {
+				alive = append(alive, pid)
+			}
+		}
+		if len(alive) == 0 {
+			t.Logf("%d stub processes died with the sandbox process", len(stubs))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stub processes %v outlived the sandbox process", alive)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// descendants returns the pids of all descendants of pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// statFields returns the fields of /proc/pid/stat after the command name.
+func statFields(pid int) []string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+func parentOf(pid int) (int, bool) {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	f := statFields(pid)
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
