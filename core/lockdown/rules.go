@@ -11,10 +11,22 @@ import (
 // EROFS lower layer is read through a mapping of the image made before
 // lockdown, the writable layers live in the memory file, and the sandbox's
 // own bookkeeping (memory accounting, stdio relays) uses only descriptors
-// that are already open. What remains is the control server: Go's
-// net.Listener.Accept names both ends of every accepted connection.
+// that are already open. What remains:
+//
+//   - fcntl(F_DUPFD_CLOEXEC): a process started after lockdown may get host
+//     descriptors as its stdio (a terminal, descriptors passed over the
+//     control socket); the sandbox imports a close-on-exec duplicate and
+//     leaves the caller's descriptor alone. gVisor allows only dup3 with a
+//     chosen target number, which cannot be picked race-free.
+//   - The control server: Go's net.Listener.Accept names both ends of every
+//     accepted connection (getsockname, getpeername).
 func extraRules(opts Options) seccomp.SyscallRules {
 	r := seccomp.NewSyscallRules()
+	r.Set(unix.SYS_FCNTL, seccomp.PerArg{
+		seccomp.NonNegativeFD{},
+		seccomp.EqualTo(unix.F_DUPFD_CLOEXEC),
+		seccomp.AnyValue{},
+	})
 	if opts.ControlFD > 0 {
 		r.Set(unix.SYS_GETSOCKNAME, seccomp.MatchAll{})
 		r.Set(unix.SYS_GETPEERNAME, seccomp.MatchAll{})

@@ -125,6 +125,11 @@ func runLocked() error {
 	if err != nil {
 		return err
 	}
+	// A host terminal, opened before lockdown denies openat.
+	master, replica, err := hostPTY()
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	cfg := Config{Image: img, PidsLimit: 200, MemoryLimit: 256 << 20}
 	// GVX_SENTRY_TEST_TRAP=1 turns a filter violation into a Go crash
@@ -202,6 +207,14 @@ func runLocked() error {
 		return err
 	}
 	fmt.Fprintf(out, "files guest-read=%q host-read=%q\n", o, data)
+	tp, err := s.Exec(ctx, ProcessSpec{Argv: []string{"/bin/sh", "-c", "test -t 0 && echo tty-ok; stty size"}, Stdin: replica, Stdout: replica, Stderr: replica, TTY: true})
+	if err != nil {
+		return err
+	}
+	tst, _ := tp.Wait()
+	buf := make([]byte, 256)
+	n, _ := master.Read(buf)
+	fmt.Fprintf(out, "tty code=%d out=%q\n", tst.ExitCode(), buf[:n])
 	o, st, err := run(sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))
 	if err != nil {
 		return err
@@ -216,6 +229,28 @@ func runLocked() error {
 	ist, _ := init.Wait()
 	fmt.Fprintf(out, "shutdown init=%d\n", ist.ExitCode())
 	return nil
+}
+
+// hostPTY opens a host pseudo-terminal pair with a 24x80 window.
+func hostPTY() (master, replica *os.File, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	master = os.NewFile(uintptr(mfd), "ptmx")
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		return nil, nil, err
+	}
+	n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
+	if err != nil {
+		return nil, nil, err
+	}
+	replica, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = unix.IoctlSetWinsize(int(replica.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80})
+	return master, replica, err
 }
 
 // runHold boots a locked sandbox with some processes, reports its pid,

@@ -52,6 +52,7 @@ func TestLockedSandbox(t *testing.T) {
 		`exec "id -u; cat /proc/1/comm": code=0 out="0\nsleep\n"`,
 		"parallel good=50\n",
 		`files guest-read="hw" host-read="gvx test image\n"`,
+		`tty code=0 out="tty-ok\r\n24 80\r\n"`,
 		"hog code=137\n",
 		"shutdown init=143\n", // SIGTERM
 	} {

@@ -65,6 +65,7 @@ func TestUnprivileged(t *testing.T) {
 		"TestExecParallel", "TestDevices", "TestMountableInside", "TestFiles",
 		"TestIsolationHostProcessesInvisible", "TestIsolationHostFilesUnreachable", "TestIsolationWritesStayInside",
 		"TestPidsLimit", "TestForkBomb", "TestMemoryLimitKillsHog", "TestLockedSandbox", "TestKill9LeavesNothing",
+		"TestTTY",
 	} {
 		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).MatchString(log) {
 			t.Errorf("%s did not pass under the hostile harness", name)
