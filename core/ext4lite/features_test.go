@@ -62,7 +62,7 @@ func TestFeaturePolicy(t *testing.T) {
 func TestOtherLayouts(t *testing.T) {
 	for _, opts := range [][]string{
 		{"-O", "metadata_csum_seed"},
-		{"-O", "^metadata_csum"},         // crc16 group checksums (uninit_bg)
+		{"-O", "^metadata_csum"},            // crc16 group checksums (uninit_bg)
 		{"-O", "^metadata_csum,^uninit_bg"}, // no checksums at all
 		{"-O", "^has_journal"},
 		{"-O", "^64bit"},

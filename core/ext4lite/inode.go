@@ -2,7 +2,10 @@ package ext4lite
 
 import (
 	"container/list"
+	"fmt"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/ext4lite/disk"
 )
@@ -52,6 +55,13 @@ func (fs *FS) getInode(ino Ino) (*inode, error) {
 	}
 	fs.inodeMu.Unlock()
 
+	inUse, err := fs.inodeInUse(ino)
+	if err != nil {
+		return nil, err
+	}
+	if !inUse {
+		return nil, fmt.Errorf("inode %d is not in use: %w", ino, unix.ESTALE)
+	}
 	raw, err := fs.readRawInode(ino)
 	if err != nil {
 		return nil, err
@@ -75,6 +85,21 @@ func (fs *FS) getInode(ino Ino) (*inode, error) {
 		fs.evictInodesLocked()
 	}
 	return n, nil
+}
+
+// inodeInUse reports whether inode ino is marked in use, without changing
+// anything (it runs under the read lock).
+func (fs *FS) inodeInUse(ino Ino) (bool, error) {
+	grp, idx := fs.geo.groupOfInode(ino)
+	d := fs.groups[grp].desc
+	if d.Flags()&disk.BGInodeUninit != 0 && fs.sb.HasGroupCsum() {
+		return false, nil
+	}
+	b, err := fs.bread(d.InodeBitmap())
+	if err != nil {
+		return false, err
+	}
+	return testBit(b.data, idx), nil
 }
 
 // readRawInode reads inode ino from its table and checks its checksum.

@@ -63,6 +63,17 @@ func newWorkload(t testing.TB, fs *FS, seed uint64) *workload {
 	return w
 }
 
+// newWorkloadAt makes a workload confined to directory dir.
+func newWorkloadAt(t testing.TB, fs *FS, dir Ino, seed uint64) *workload {
+	w := &workload{t: t, fs: fs, rng: rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15)),
+		ops: map[string]int{}, failed: map[string]int{}}
+	st, _ := fs.Stat(dir)
+	w.root = &mnode{ino: dir, mode: st.Mode, kids: map[string]*mnode{}, xattrs: map[string][]byte{}}
+	w.root.parent = w.root
+	w.addDir(w.root)
+	return w
+}
+
 func (w *workload) addDir(n *mnode)  { n.idx = len(w.dirs); w.dirs = append(w.dirs, n) }
 func (w *workload) addFile(n *mnode) { n.idx = len(w.files); w.files = append(w.files, n) }
 
