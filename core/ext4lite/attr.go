@@ -35,11 +35,11 @@ type Stat struct {
 }
 
 // Stat returns the attributes of inode ino.
-func (fs *FS) Stat(ino Ino) (Stat, error) {
+func (fs *FS) Stat(ino Ino) (st Stat, err error) {
 	if err := fs.lockRead(); err != nil {
 		return Stat{}, err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(ino)
 	if err != nil {
 		return Stat{}, err
@@ -155,11 +155,11 @@ type Statfs struct {
 }
 
 // Statfs returns capacity figures like statfs(2) on ext4.
-func (fs *FS) Statfs() (Statfs, error) {
+func (fs *FS) Statfs() (sf Statfs, err error) {
 	if err := fs.lockRead(); err != nil {
 		return Statfs{}, err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	free := fs.freeBlocks + fs.txn.pendingFreeCount
 	reserved := fs.sb.RBlocksCount()
 	avail := uint64(0)

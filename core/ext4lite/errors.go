@@ -3,6 +3,7 @@ package ext4lite
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,24 @@ var ErrFailed = errors.New("ext4lite: filesystem failed earlier and is read-only
 
 func corruptf(format string, args ...any) error {
 	return disk.Corruptf(format, args...)
+}
+
+// ErrInternal is wrapped by errors that stand for a panic inside ext4lite:
+// a bug, or corruption no check caught. They match unix.EIO too. After one
+// in a change, the filesystem fails (see ErrFailed).
+var ErrInternal = errors.New("ext4lite: internal error")
+
+// recoverPanics turns panics in operations into ErrInternal. Tests turn it
+// off so that fuzzing sees the panics.
+var recoverPanics = true
+
+// internalError converts a recovered panic value, or re-panics when
+// recovering is off.
+func internalError(r any) error {
+	if !recoverPanics {
+		panic(r)
+	}
+	return fmt.Errorf("%w: %v\n%s: %w", ErrInternal, r, debug.Stack(), unix.EIO)
 }
 
 // ioErr wraps an error from the device so that it also matches unix.EIO.

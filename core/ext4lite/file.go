@@ -60,14 +60,14 @@ func (fs *FS) maxFileSize() int64 {
 
 // ReadAt reads file data like io.ReaderAt: n < len(p) only at the end of
 // the file, with io.EOF.
-func (fs *FS) ReadAt(ino Ino, p []byte, off int64) (int, error) {
+func (fs *FS) ReadAt(ino Ino, p []byte, off int64) (count int, err error) {
 	if off < 0 {
 		return 0, unix.EINVAL
 	}
 	if err := fs.lockRead(); err != nil {
 		return 0, err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(ino)
 	if err != nil {
 		return 0, err
@@ -631,11 +631,11 @@ func (fs *FS) allocUnwritten(n *inode, m *fileMap, start, end uint64) error {
 }
 
 // Readlink returns a symbolic link's target.
-func (fs *FS) Readlink(ino Ino) (string, error) {
+func (fs *FS) Readlink(ino Ino) (target string, err error) {
 	if err := fs.lockRead(); err != nil {
 		return "", err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(ino)
 	if err != nil {
 		return "", err

@@ -186,6 +186,13 @@ func (fs *FS) lockWrite() error {
 func (fs *FS) unlockWrite(errp *error) {
 	defer fs.mu.Unlock()
 	defer fs.evictCaches()
+	if r := recover(); r != nil {
+		// A bug, or corruption that slipped past the checks: the change is
+		// half made, so the filesystem fails rather than commit it.
+		*errp = internalError(r)
+		fs.failed = *errp
+		return
+	}
 	err := *errp
 	if fs.op.err != nil {
 		err = fs.op.err
@@ -208,6 +215,14 @@ func (fs *FS) unlockWrite(errp *error) {
 			*errp = err
 		}
 	}
+}
+
+// unlockRead ends a read, turning a panic into an error.
+func (fs *FS) unlockRead(errp *error) {
+	if r := recover(); r != nil {
+		*errp = internalError(r)
+	}
+	fs.mu.RUnlock()
 }
 
 // lockRead starts a read.

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/core/ext4lite/blockdev"
 	"z.gfire.dev/gvx/core/ext4lite/disk"
@@ -85,6 +87,14 @@ func FuzzImage(f *testing.F) {
 	f.Add([]byte{0, 0, 0x04, 0x60, 4, 0xFF, 0xFF, 0xFF, 0xFF})
 	f.Add([]byte{5, 0, 0, 0x28, 8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0x10, 2, 0xFF, 0xFF})
 	f.Fuzz(func(t *testing.T, patch []byte) {
+		// An endless loop is a bug too: crash with the stacks so the
+		// fuzzer keeps the input.
+		watchdog := time.AfterFunc(20*time.Second, func() {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			panic(fmt.Sprintf("FuzzImage input ran for 20s:\n%s", buf[:n]))
+		})
+		defer watchdog.Stop()
 		base, blocks, err := fuzzImage()
 		if err != nil {
 			t.Fatal(err)

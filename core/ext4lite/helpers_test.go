@@ -92,3 +92,9 @@ func openWith(t testing.TB, path string, opts Options) *FS {
 var fixedTime = time.Unix(1700000000, 0)
 
 func nowFixed() time.Time { return fixedTime }
+
+func TestMain(m *testing.M) {
+	// Fuzzing and tests must see panics, not errors standing for them.
+	recoverPanics = false
+	os.Exit(m.Run())
+}

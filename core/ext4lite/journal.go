@@ -36,14 +36,26 @@ func (l *journalLog) ReadBlock(n uint32, p []byte) error {
 	return l.fs.readBlocks(blk, p)
 }
 
-// WriteBlock implements jbd2.Log.WriteBlock.
+// WriteBlock implements jbd2.Log.WriteBlock, in one device write per
+// journal extent.
 func (l *journalLog) WriteBlock(n uint32, p []byte) error {
-	blk, err := l.locate(n)
-	if err != nil {
-		return err
+	bs := l.fs.geo.blockSize
+	for len(p) > 0 {
+		blk, err := l.locate(n)
+		if err != nil {
+			return err
+		}
+		i := sort.Search(len(l.exts), func(i int) bool { return l.exts[i].End() > uint64(n) })
+		run := int(l.exts[i].End() - uint64(n))
+		k := min(run, len(p)/bs)
+		if err := l.fs.writeBlocks(blk, p[:k*bs]); err != nil {
+			return err
+		}
+		l.fs.stats.JournalBlocks += k
+		n += uint32(k)
+		p = p[k*bs:]
 	}
-	l.fs.stats.JournalBlocks++
-	return l.fs.writeBlocks(blk, p)
+	return nil
 }
 
 // openJournal finds the journal and its superblock.
@@ -236,10 +248,10 @@ func (fs *FS) syncData() error {
 
 func (fs *FS) commitWithoutJournal(live []*buffer) error {
 	slices.SortFunc(live, func(a, b *buffer) int { return cmpU64(a.blk, b.blk) })
+	if err := fs.writeSorted(live, func(b *buffer) []byte { return b.data }); err != nil {
+		return err
+	}
 	for _, b := range live {
-		if err := fs.writeBlocks(b.blk, b.data); err != nil {
-			return err
-		}
 		if b.blk == fs.geo.sbBlock {
 			fs.sbHome = slices.Clone(b.data)
 		}
@@ -328,10 +340,10 @@ func (fs *FS) checkpoint() error {
 		bufs = append(bufs, b)
 	}
 	slices.SortFunc(bufs, func(a, b *buffer) int { return cmpU64(a.blk, b.blk) })
+	if err := fs.writeSorted(bufs, func(b *buffer) []byte { return b.committed }); err != nil {
+		return err
+	}
 	for _, b := range bufs {
-		if err := fs.writeBlocks(b.blk, b.committed); err != nil {
-			return err
-		}
 		if b.blk == fs.geo.sbBlock {
 			fs.sbHome = slices.Clone(b.committed)
 		}
@@ -357,6 +369,35 @@ func (fs *FS) checkpoint() error {
 	clear(fs.ckpt)
 	clear(fs.inLog)
 	fs.stats.Checkpoints++
+	return nil
+}
+
+// writeSorted writes buffers sorted by block number, coalescing runs of
+// consecutive blocks into single device writes.
+func (fs *FS) writeSorted(bufs []*buffer, data func(*buffer) []byte) error {
+	const maxRun = 256
+	bs := fs.geo.blockSize
+	run := make([]byte, 0, maxRun*bs)
+	for i := 0; i < len(bufs); {
+		j := i + 1
+		for j < len(bufs) && j-i < maxRun && bufs[j].blk == bufs[j-1].blk+1 {
+			j++
+		}
+		if j == i+1 {
+			if err := fs.writeBlocks(bufs[i].blk, data(bufs[i])); err != nil {
+				return err
+			}
+		} else {
+			run = run[:0]
+			for _, b := range bufs[i:j] {
+				run = append(run, data(b)...)
+			}
+			if err := fs.writeBlocks(bufs[i].blk, run); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -210,10 +209,10 @@ func TestReplayKernelJournal(t *testing.T) {
 	f, err := os.Open(mnt)
 	must(err)
 	const ext4IocShutdown = 0x8004587D
-	flag := uint32(1) // EXT4_GOING_FLAGS_LOGFLUSH
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), ext4IocShutdown, uintptr(unsafe.Pointer(&flag))); errno != 0 {
+	const logFlush = 1 // EXT4_GOING_FLAGS_LOGFLUSH
+	if err := unix.IoctlSetPointerInt(int(f.Fd()), ext4IocShutdown, logFlush); err != nil {
 		f.Close()
-		t.Skipf("EXT4_IOC_SHUTDOWN: %v", errno)
+		t.Skipf("EXT4_IOC_SHUTDOWN: %v", err)
 	}
 	f.Close()
 	must(exec.Command("umount", mnt).Run())

@@ -308,3 +308,40 @@ func TestACLsAndTimes(t *testing.T) {
 		}
 	})
 }
+
+// TestPanicsBecomeErrors: a panic inside an operation (here provoked by
+// wrecking internal state) comes back as ErrInternal, fails the
+// filesystem, and never reaches the image.
+func TestPanicsBecomeErrors(t *testing.T) {
+	recoverPanics = true
+	defer func() { recoverPanics = false }()
+	path := newVolume(t, 64<<20)
+	fs := openRW(t, path)
+	if _, err := fs.Create(RootIno, "kept", 0o644, Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	fs.Sync()
+	groups := fs.groups
+	fs.groups = nil
+	if _, err := fs.Create(RootIno, "boom", 0o644, Owner{}); !errors.Is(err, ErrInternal) || !errors.Is(err, unix.EIO) {
+		t.Fatalf("create with wrecked state: %v", err)
+	}
+	fs.groups = groups
+	if _, err := fs.Create(RootIno, "after", 0o644, Owner{}); !errors.Is(err, ErrFailed) {
+		t.Fatalf("change after an internal error: %v", err)
+	}
+	if _, err := fs.Lookup(RootIno, "kept"); err != nil {
+		t.Fatalf("reads fail after an internal error: %v", err)
+	}
+	// The image keeps its last committed state, journal included.
+	fs.Close()
+	fs = openRW(t, path)
+	if _, err := fs.Lookup(RootIno, "boom"); err == nil {
+		t.Fatal("the failed change reached the image")
+	}
+	if _, err := fs.Lookup(RootIno, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	fs.Close()
+	mustClean(t, path)
+}

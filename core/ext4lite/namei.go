@@ -51,11 +51,11 @@ func checkName(name string) error {
 }
 
 // Lookup returns the inode name refers to in directory dir.
-func (fs *FS) Lookup(dir Ino, name string) (Ino, error) {
+func (fs *FS) Lookup(dir Ino, name string) (ino Ino, err error) {
 	if err := fs.lockRead(); err != nil {
 		return 0, err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(dir)
 	if err != nil {
 		return 0, err

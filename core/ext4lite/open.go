@@ -31,7 +31,12 @@ func OpenVolume(path string, opts Options) (*FS, error) {
 // Open opens the filesystem on dev, replaying its journal and releasing
 // orphaned inodes. The filesystem owns dev from now on (Close closes it);
 // on error dev is left open.
-func Open(dev blockdev.Device, opts Options) (*FS, error) {
+func Open(dev blockdev.Device, opts Options) (_ *FS, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = internalError(r)
+		}
+	}()
 	fs := &FS{dev: dev, readOnly: opts.ReadOnly, opts: opts}
 	if opts.CommitInterval == 0 {
 		fs.opts.CommitInterval = defaultCommitInterval
@@ -245,9 +250,14 @@ func (fs *FS) Fsync(ino Ino) error { return fs.Sync() }
 // gives the space of blocks freed in this session back to the host, and
 // closes the device. After a failure Close only closes the device: the
 // image keeps its last committed state.
-func (fs *FS) Close() error {
+func (fs *FS) Close() (err error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	defer func() {
+		if r := recover(); r != nil {
+			err = internalError(r)
+		}
+	}()
 	if fs.closed {
 		return ErrClosed
 	}

@@ -34,11 +34,11 @@ type Dirent struct {
 // the start, else a Next value), including "." and "..", until fn returns
 // false. Offsets stay valid across changes to the directory: entries never
 // move.
-func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) error {
+func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) (err error) {
 	if err := fs.lockRead(); err != nil {
 		return err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(dir)
 	if err != nil {
 		return err

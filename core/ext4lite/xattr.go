@@ -45,7 +45,7 @@ func (fs *FS) loadXattrs(n *inode) (inInode, inBlock []disk.Xattr, err error) {
 }
 
 // GetXattr returns the value of attribute name; ENODATA if it has none.
-func (fs *FS) GetXattr(ino Ino, name string) ([]byte, error) {
+func (fs *FS) GetXattr(ino Ino, name string) (value []byte, err error) {
 	index, suffix, err := disk.SplitXattrName(name)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func (fs *FS) GetXattr(ino Ino, name string) ([]byte, error) {
 	if err := fs.lockRead(); err != nil {
 		return nil, err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(ino)
 	if err != nil {
 		return nil, err
@@ -74,11 +74,11 @@ func (fs *FS) GetXattr(ino Ino, name string) ([]byte, error) {
 }
 
 // ListXattr returns the names of n's attributes.
-func (fs *FS) ListXattr(ino Ino) ([]string, error) {
+func (fs *FS) ListXattr(ino Ino) (names []string, err error) {
 	if err := fs.lockRead(); err != nil {
 		return nil, err
 	}
-	defer fs.mu.RUnlock()
+	defer fs.unlockRead(&err)
 	n, err := fs.getInode(ino)
 	if err != nil {
 		return nil, err
@@ -87,7 +87,6 @@ func (fs *FS) ListXattr(ino Ino) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
 	for _, x := range append(a, b...) {
 		if x.Index == disk.InlineDataXattrIndex && x.Name == disk.InlineDataXattrNameStr {
 			continue

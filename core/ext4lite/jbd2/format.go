@@ -343,7 +343,10 @@ func (s *Superblock) putTag(b []byte, t tag) {
 
 // Log is the journal's storage, addressed by journal-relative block number.
 type Log interface {
+	// ReadBlock reads block n into p (one block).
 	ReadBlock(n uint32, p []byte) error
+	// WriteBlock writes p, len(p)/blocksize consecutive blocks, from
+	// block n on.
 	WriteBlock(n uint32, p []byte) error
 }
 

@@ -21,10 +21,12 @@ func (l *memLog) ReadBlock(n uint32, p []byte) error {
 }
 
 func (l *memLog) WriteBlock(n uint32, p []byte) error {
-	for int(n) >= len(l.blocks) {
-		l.blocks = append(l.blocks, make([]byte, fuzzBS))
+	for ; len(p) > 0; n, p = n+1, p[fuzzBS:] {
+		for int(n) >= len(l.blocks) {
+			l.blocks = append(l.blocks, make([]byte, fuzzBS))
+		}
+		copy(l.blocks[n], p[:fuzzBS])
 	}
-	copy(l.blocks[n], p)
 	return nil
 }
 

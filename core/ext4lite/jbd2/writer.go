@@ -142,7 +142,7 @@ func (w *Writer) writeSuper() error {
 }
 
 // WriteBody writes the descriptor, data and revoke blocks of the next
-// transaction at the head of the log.
+// transaction at the head of the log, in one write.
 //
 // Preconditions: w.Fits(len(blocks), len(revokes)).
 func (w *Writer) WriteBody(blocks []Block, revokes []uint64) error {
@@ -153,24 +153,27 @@ func (w *Writer) WriteBody(blocks []Block, revokes []uint64) error {
 	csum := w.sb.HasCsumV2or3()
 	tb := w.sb.TagBytes()
 	per := w.tagsPerDescriptor()
-	desc := make([]byte, w.bs)
-	escaped := make([]byte, w.bs)
 	uuid := w.sb.UUID()
+	body := make([]byte, (w.BlocksNeeded(len(blocks), len(revokes))-1)*w.bs)
+	pos := 0 // next block of body
+	next := func() []byte {
+		b := body[pos*w.bs : (pos+1)*w.bs]
+		pos++
+		return b
+	}
 	for len(blocks) > 0 {
 		chunk := blocks[:min(per, len(blocks))]
 		blocks = blocks[len(chunk):]
-		clear(desc)
+		desc := next()
 		putHeader(desc, BlockDescriptor, w.seq)
-		descPos := w.head
-		w.head++
 		off := headerSize
 		for i, b := range chunk {
-			data := b.Data
+			data := next()
+			copy(data, b.Data)
 			t := tag{block: b.FSBlock}
 			if be.Uint32(data[0:]) == Magic {
-				copy(escaped, data)
-				be.PutUint32(escaped[0:], 0)
-				data = escaped
+				// Escape blocks that would look like journal blocks.
+				be.PutUint32(data[0:], 0)
 				t.flags |= FlagEscape
 			}
 			if i > 0 {
@@ -188,16 +191,9 @@ func (w *Writer) WriteBody(blocks []Block, revokes []uint64) error {
 				copy(desc[off:], uuid[:])
 				off += uuidSize
 			}
-			if err := w.log.WriteBlock(w.head, data); err != nil {
-				return fmt.Errorf("jbd2: write log block %d: %w", w.head, err)
-			}
-			w.head++
 		}
 		if csum {
 			be.PutUint32(desc[w.bs-tailSize:], blockTailCsum(desc, w.seed))
-		}
-		if err := w.log.WriteBlock(descPos, desc); err != nil {
-			return fmt.Errorf("jbd2: write log block %d: %w", descPos, err)
 		}
 	}
 	rl := w.recordLen()
@@ -205,26 +201,26 @@ func (w *Writer) WriteBody(blocks []Block, revokes []uint64) error {
 	for len(revokes) > 0 {
 		chunk := revokes[:min(rp, len(revokes))]
 		revokes = revokes[len(chunk):]
-		clear(desc)
-		putHeader(desc, BlockRevoke, w.seq)
+		rb := next()
+		putHeader(rb, BlockRevoke, w.seq)
 		off := revokeHeaderSize
 		for _, blk := range chunk {
 			if rl == 8 {
-				be.PutUint64(desc[off:], blk)
+				be.PutUint64(rb[off:], blk)
 			} else {
-				be.PutUint32(desc[off:], uint32(blk))
+				be.PutUint32(rb[off:], uint32(blk))
 			}
 			off += rl
 		}
-		be.PutUint32(desc[12:], uint32(off))
+		be.PutUint32(rb[12:], uint32(off))
 		if csum {
-			be.PutUint32(desc[w.bs-tailSize:], blockTailCsum(desc, w.seed))
+			be.PutUint32(rb[w.bs-tailSize:], blockTailCsum(rb, w.seed))
 		}
-		if err := w.log.WriteBlock(w.head, desc); err != nil {
-			return fmt.Errorf("jbd2: write log block %d: %w", w.head, err)
-		}
-		w.head++
 	}
+	if err := w.log.WriteBlock(w.head, body[:pos*w.bs]); err != nil {
+		return fmt.Errorf("jbd2: write log blocks %d+%d: %w", w.head, pos, err)
+	}
+	w.head += uint32(pos)
 	return nil
 }
 
