@@ -38,6 +38,8 @@ func runHelper(mode string) int {
 		err = runLocked()
 	case "hold":
 		err = runHold()
+	case "platform":
+		err = runPlatform(Platform(os.Args[len(os.Args)-1]))
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}
@@ -228,6 +230,31 @@ func runLocked() error {
 	}
 	ist, _ := init.Wait()
 	fmt.Fprintf(out, "shutdown init=%d\n", ist.ExitCode())
+	return nil
+}
+
+// runPlatform boots an unlocked sandbox on p and runs a shell.
+func runPlatform(p Platform) error {
+	img, err := openImage()
+	if err != nil {
+		return err
+	}
+	s, err := New(Config{Image: img, Platform: p, DisableLockdown: true})
+	img.Close()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var out strings.Builder
+	proc, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", "echo " + string(p) + "-ok; exit 3"}, Stdout: &out})
+	if err != nil {
+		return err
+	}
+	st, err := proc.Wait()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s code=%d\n", strings.TrimSpace(out.String()), st.ExitCode())
 	return nil
 }
 

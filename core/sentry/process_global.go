@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/cpuid"
 	"gvisor.dev/gvisor/pkg/log"
@@ -22,6 +23,11 @@ var (
 	liveMu sync.Mutex
 	// live is the sandbox currently using the process-wide state, or nil.
 	live *Sandbox
+	// processPlatform is the platform of the process's first sandbox.
+	// Platforms keep process-wide state (stub processes, signal
+	// handlers); creating ptrace's stubs after systrap's panics inside
+	// gVisor, so a process sticks to one.
+	processPlatform Platform
 )
 
 // initGlobal prepares the process-wide parts of gVisor once.
@@ -45,6 +51,7 @@ func initGlobal() error {
 			return
 		}
 		installPidsLimiter()
+		installLog()
 	})
 	return globalInitErr
 }
@@ -56,6 +63,10 @@ func claimProcess(s *Sandbox) error {
 	if live != nil {
 		return ErrBusy
 	}
+	if processPlatform != "" && processPlatform != s.cfg.Platform {
+		return fmt.Errorf("sentry: this process already ran a %s sandbox; a process uses one platform, so start another process for %s", processPlatform, s.cfg.Platform)
+	}
+	processPlatform = s.cfg.Platform
 	live = s
 	return nil
 }
@@ -69,12 +80,43 @@ func releaseProcess(s *Sandbox) {
 	}
 }
 
-// configureLog points gVisor's process-wide log at w.
+// logTarget receives gVisor's log; configureLog points it at a sandbox's
+// Config.LogWriter.
+var logTarget switchWriter
+
+// switchWriter is an io.Writer whose destination can change while other
+// goroutines write to it.
+type switchWriter struct {
+	w atomic.Pointer[io.Writer]
+}
+
+// Write implements io.Writer.
+func (s *switchWriter) Write(b []byte) (int, error) {
+	if w := s.w.Load(); w != nil {
+		return (*w).Write(b)
+	}
+	return len(b), nil
+}
+
+var _ io.Writer = (*switchWriter)(nil)
+
+// installLog routes gVisor's log through logTarget. It edits the global
+// logger in place rather than calling log.SetTarget: rate-limited loggers
+// created at package init keep a pointer to the original logger and would
+// otherwise still write to stderr.
+//
+// Preconditions: no kernel is running (called once, from initGlobal).
+func installLog() {
+	log.Log().Emitter = log.GoogleEmitter{Writer: &log.Writer{Next: &logTarget}}
+}
+
+// configureLog points gVisor's process-wide log at w (nil discards it).
 func configureLog(w io.Writer, debug bool) {
 	if w == nil {
-		w = io.Discard
+		logTarget.w.Store(nil)
+	} else {
+		logTarget.w.Store(&w)
 	}
-	log.SetTarget(log.GoogleEmitter{Writer: &log.Writer{Next: w}})
 	if debug {
 		log.SetLevel(log.Debug)
 	} else {

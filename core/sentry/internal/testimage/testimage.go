@@ -128,6 +128,15 @@ func Build(path string, opts Options) error {
 			return err
 		}
 	}
+	// geteuid exits with its effective uid; the set-user-ID copy tests
+	// Config.AllowSUID.
+	elf := GeteuidELF()
+	if err := b.file("bin/geteuid", 0o755, bytes.NewReader(elf), int64(len(elf))); err != nil {
+		return err
+	}
+	if err := b.file("bin/suid-geteuid", 0o4755, bytes.NewReader(elf), int64(len(elf))); err != nil {
+		return err
+	}
 	if b.err != nil {
 		return b.err
 	}
