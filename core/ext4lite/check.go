@@ -16,6 +16,9 @@ import (
 
 // CheckResult is the outcome of Check.
 type CheckResult struct {
+	// Checker is "e2fsck", or "ext4lite" when e2fsck is not installed
+	// and Verify did the check.
+	Checker string
 	// Clean says e2fsck found nothing to fix and nothing to warn about,
 	// and the filesystem does not need recovery.
 	Clean bool
@@ -29,27 +32,17 @@ type CheckResult struct {
 	Output string
 }
 
-// ErrNoE2fsck is returned by Check when e2fsck is not installed.
-var ErrNoE2fsck = errors.New("ext4lite: e2fsck not found (install e2fsprogs)")
-
 var problemLine = regexp.MustCompile(`(?i)fix\?|warning|optimize\?|clear\?|salvage\?|relocate\?|recreate\?|run journal anyway|abort\?`)
 
-// Check runs `e2fsck -fn` on the image at path, a delta being flattened to
-// a temporary file first. e2fsck exits 0 even when the filesystem needs
-// recovery, so Check also reads the needs_recovery flag and scans the
-// output for fixes and warnings.
+// Check checks the image or delta at path without changing it. With
+// e2fsprogs installed it runs `e2fsck -fn` (on a flattened copy of a
+// delta); e2fsck exits 0 even when the filesystem needs recovery, so Check
+// also reads the needs_recovery flag and scans the output for fixes and
+// warnings. Without e2fsck it runs Verify.
 func Check(path string) (*CheckResult, error) {
-	e2fsck, err := exec.LookPath("e2fsck")
-	if err != nil {
-		for _, p := range []string{"/sbin/e2fsck", "/usr/sbin/e2fsck"} {
-			if _, serr := os.Stat(p); serr == nil {
-				e2fsck, err = p, nil
-				break
-			}
-		}
-		if err != nil {
-			return nil, ErrNoE2fsck
-		}
+	e2fsck := findE2fsck()
+	if e2fsck == "" {
+		return checkWithVerify(path)
 	}
 	image := path
 	if isDelta, err := blockdev.IsDelta(path); err != nil {
@@ -65,7 +58,7 @@ func Check(path string) (*CheckResult, error) {
 			return nil, err
 		}
 	}
-	res := &CheckResult{}
+	res := &CheckResult{Checker: "e2fsck"}
 	sbBuf := make([]byte, disk.SuperblockSize)
 	f, err := os.Open(image)
 	if err != nil {
@@ -100,5 +93,42 @@ func Check(path string) (*CheckResult, error) {
 		res.Problems = append(res.Problems, "superblock has needs_recovery set")
 	}
 	res.Clean = res.ExitCode == 0 && len(res.Problems) == 0
+	return res, nil
+}
+
+func findE2fsck() string {
+	if p, err := exec.LookPath("e2fsck"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/sbin/e2fsck", "/usr/sbin/e2fsck"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// checkWithVerify is Check without e2fsck.
+func checkWithVerify(path string) (*CheckResult, error) {
+	dev, err := blockdev.Open(path, true)
+	if err != nil {
+		return nil, err
+	}
+	defer dev.Close()
+	problems, err := Verify(dev)
+	if err != nil {
+		return nil, err
+	}
+	res := &CheckResult{Checker: "ext4lite", Problems: problems, Output: strings.Join(problems, "\n")}
+	buf := make([]byte, disk.SuperblockSize)
+	if _, err := dev.ReadAt(buf, disk.SuperblockOffset); err == nil {
+		if sb, err := disk.ParseSuperblockHeader(buf); err == nil {
+			res.NeedsRecovery = sb.HasIncompat(disk.IncompatRecover)
+		}
+	}
+	res.Clean = len(problems) == 0
+	if !res.Clean {
+		res.ExitCode = 4
+	}
 	return res, nil
 }

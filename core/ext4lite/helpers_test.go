@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/core/ext4lite/blockdev"
 )
 
 // needTool skips the test, saying why, if a host tool is missing.
@@ -35,6 +37,16 @@ func mustClean(t testing.TB, path string) {
 	}
 	if !res.Clean {
 		t.Fatalf("e2fsck -fn %s: exit %d, problems %q\n%s", path, res.ExitCode, res.Problems, res.Output)
+	}
+	// ext4lite's own checker must agree.
+	dev, err := blockdev.Open(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	problems, err := Verify(dev)
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("e2fsck finds %s clean, Verify does not: %q %v", path, problems, err)
 	}
 }
 
