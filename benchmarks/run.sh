@@ -1,22 +1,78 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
+#   benchmarks/run.sh [erofs|startup]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
+# Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bench="${GVX_CACHE:-$HOME/.cache/gvx}/bench"
 mkdir -p "$bench"
 
-# A ~500 MB Debian root filesystem, made once with debootstrap from Debian's
-# package archive.
-rootfs="$bench/debian-rootfs"
-if [ ! -d "$rootfs" ]; then
-	command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap
-	echo "debootstrapping a Debian rootfs into $rootfs (once) …"
-	rm -rf "$rootfs.tmp"
-	debootstrap --variant=minbase --include=python3,python3-pip,perl,gcc,g++,make,git,curl \
-		bookworm "$rootfs.tmp" http://deb.debian.org/debian >"$bench/debootstrap.log"
-	mv "$rootfs.tmp" "$rootfs"
-fi
+# OCI image → EROFS conversion of a ~500-700 MB Debian rootfs, against
+# mkfs.erofs on the unpacked tree.
+erofs() {
+	local rootfs="$bench/debian-rootfs"
+	if [ ! -d "$rootfs" ]; then
+		command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap
+		echo "debootstrapping a Debian rootfs into $rootfs (once) …"
+		rm -rf "$rootfs.tmp"
+		debootstrap --variant=minbase --include=python3,python3-pip,perl,gcc,g++,make,git,curl \
+			bookworm "$rootfs.tmp" http://deb.debian.org/debian >"$bench/debootstrap.log"
+		mv "$rootfs.tmp" "$rootfs"
+	fi
+	echo "== OCI image → EROFS conversion"
+	go run ./benchmarks/erofsconvert -rootfs "$rootfs" -work "$bench" -rungv build/rungv -runs "${RUNS:-5}"
+}
 
-echo "== OCI image → EROFS conversion"
-go run ./benchmarks/erofsconvert -rootfs "$rootfs" -work "$bench" -rungv build/rungv -runs "${RUNS:-5}"
+# Sandbox start, exec round trip and idle memory, against runsc built from
+# the gVisor version gvx pins and host docker.
+startup() {
+	# runsc is built in a throw-away module, so gvx's go.sum stays its
+	# own, and kept world-readable for --rootless.
+	local anchors=/var/tmp/gvx-bench
+	mkdir -p "$anchors" && chmod 755 "$anchors"
+	local gv
+	gv=$(go list -m -f '{{.Version}}' gvisor.dev/gvisor)
+	local runsc="$anchors/runsc-$gv"
+	if [ ! -x "$runsc" ]; then
+		echo "building runsc $gv (once) …"
+		local mod
+		mod=$(mktemp -d)
+		printf 'module runscbench\n\ngo 1.26\n\nrequire gvisor.dev/gvisor %s\n' "$gv" >"$mod/go.mod"
+		(cd "$mod" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -o "$runsc" gvisor.dev/gvisor/runsc)
+		rm -rf "$mod"
+		chmod 755 "$runsc"
+	fi
+	local ref
+	ref=$(go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar")
+	build/rungv pull -q "$ref" >/dev/null
+	# An OCI bundle of the same image for `runsc run` and `runsc exec`.
+	local bundle="$anchors/bundle"
+	if [ ! -f "$bundle/config.json" ]; then
+		local erofs_file
+		erofs_file=$(build/rungv images --format json | python3 -c '
+import json, sys
+print([i["erofs"] for i in json.load(sys.stdin) if sys.argv[1] in i["refs"]][0])' "$ref")
+		rm -rf "$bundle" && mkdir -p "$bundle"
+		fsck.erofs --extract="$bundle/rootfs" "$erofs_file" >/dev/null
+		(cd "$bundle" && "$runsc" spec -- /bin/sleep 3600)
+	fi
+	local docker_args=()
+	if docker info >/dev/null 2>&1; then
+		docker load -q -i "$bench/default-image.tar" >/dev/null
+		docker_args=(-docker-image gvx.test/default:latest)
+	else
+		echo "(no docker daemon: the docker anchors are skipped)"
+	fi
+	echo "== sandbox start, exec round trip, idle memory"
+	go run ./benchmarks/startup -rungv build/rungv -image "$ref" -runsc "$runsc" -bundle "$bundle" "${docker_args[@]}" -n "${N:-50}"
+}
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup)
+for t in "${targets[@]}"; do
+	case "$t" in
+	erofs | startup) "$t" ;;
+	*) echo "unknown benchmark $t (erofs, startup)" >&2; exit 2 ;;
+	esac
+done

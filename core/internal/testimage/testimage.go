@@ -316,10 +316,14 @@ func writeOutputs(img v1.Image, dir string) error {
 	return tarball.WriteToFile(filepath.Join(dir, "docker.tar"), tag, img)
 }
 
+// DefaultTag names the default image in docker archives.
+const DefaultTag = "gvx.test/default:latest"
+
 // WriteDefault writes gvx's default image — the test image's base layer:
 // busybox, its applets, /etc/passwd and a few directories — as an OCI
-// layout in dir, replacing what is there.
-func WriteDefault(dir string) error {
+// layout in dir, replacing what is there, and, if archive is not empty, as
+// a docker archive tagged DefaultTag.
+func WriteDefault(dir, archive string) error {
 	busybox, err := os.ReadFile(BusyboxPath)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w (install Debian's busybox-static: apt-get install busybox-static)", BusyboxPath, err)
@@ -335,5 +339,15 @@ func WriteDefault(dir string) error {
 	if err != nil {
 		return err
 	}
-	return p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"}))
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"})); err != nil {
+		return err
+	}
+	if archive == "" {
+		return nil
+	}
+	tag, err := name.NewTag(DefaultTag)
+	if err != nil {
+		return err
+	}
+	return tarball.WriteToFile(archive, tag, img)
 }

@@ -2,8 +2,9 @@
 // and prints where they are:
 //
 //	go run ./core/internal/testimage/mkimage           the 3-layer test image (cached)
-//	go run ./core/internal/testimage/mkimage -default DIR
+//	go run ./core/internal/testimage/mkimage -default DIR [-docker-archive FILE]
 //	                                                    the one-layer default image, as an OCI layout in DIR
+//	                                                    (and as a `docker load` tarball)
 package main
 
 import (
@@ -16,9 +17,10 @@ import (
 
 func main() {
 	defaultDir := flag.String("default", "", "write the default busybox image as an OCI layout into this directory")
+	archive := flag.String("docker-archive", "", "with -default: also write it as a docker archive tagged "+testimage.DefaultTag)
 	flag.Parse()
 	if *defaultDir != "" {
-		if err := testimage.WriteDefault(*defaultDir); err != nil {
+		if err := testimage.WriteDefault(*defaultDir, *archive); err != nil {
 			fmt.Fprintln(os.Stderr, "mkimage:", err)
 			os.Exit(1)
 		}

@@ -1,0 +1,391 @@
+// Command startup measures gvx's sandbox start, exec round trip and idle
+// memory side by side with the anchors on the same machine, in one run:
+// runsc (built from the gVisor version gvx pins) and host `docker run`.
+//
+//	go run ./benchmarks/startup -rungv build/rungv -image oci:DIR:latest \
+//	    [-runsc PATH] [-bundle DIR] [-docker-image NAME] [-n 50]
+//
+// Anchors that are not available (no runsc, no docker daemon) are reported
+// as skipped with the reason.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"z.gfire.dev/gvx/core/gvx"
+)
+
+var (
+	rungv       = flag.String("rungv", "build/rungv", "rungv binary")
+	image       = flag.String("image", "", "gvx image reference (cached or pullable)")
+	cache       = flag.String("cache", "", "gvx image cache (default $GVX_CACHE)")
+	runsc       = flag.String("runsc", "", "runsc binary built from the pinned gVisor version (optional)")
+	bundle      = flag.String("bundle", "", "OCI bundle directory for `runsc run` (optional; rootfs + config.json)")
+	dockerImage = flag.String("docker-image", "", "image for host `docker run` (optional; must be loaded)")
+	n           = flag.Int("n", 50, "runs per latency measurement")
+	pssCounts   = flag.String("pss", "1,16,64", "sandbox counts for the idle PSS measurement")
+)
+
+func main() {
+	flag.Parse()
+	// Commands run from the temporary directory: make paths absolute.
+	for _, p := range []*string{rungv, runsc, bundle, cache} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err == nil {
+				*p = abs
+			}
+		}
+	}
+	if *image == "" {
+		fmt.Fprintln(os.Stderr, "startup: -image is required")
+		os.Exit(2)
+	}
+	fmt.Printf("%d runs each; %d CPUs; load average %s\n\n", *n, numCPU(), loadavg())
+	fmt.Println("## Cold start → first command done (`true`)")
+	fmt.Println()
+	fmt.Println("| what | p50 | p99 | min |")
+	fmt.Println("|---|---|---|---|")
+	row("gvx: `rungv run IMAGE true` (process start to exit)", measure(func() error {
+		return run(nil, *rungv, cacheArgs("run", "--quiet", *image, "true")...)
+	}))
+	row("gvx SDK: `gvx.New` + `Exec(true)`", measureSDK())
+	if *runsc != "" {
+		row("`runsc do /bin/true` (root, systrap)", measure(func() error {
+			return run(nil, *runsc, "--network=none", "do", "/bin/true")
+		}))
+		nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+		row("`runsc --rootless do /bin/true` (uid 65534)", measure(func() error {
+			return run(nobody, *runsc, "--rootless", "--network=none", "do", "/bin/true")
+		}))
+	} else {
+		skip("runsc do", "no -runsc given")
+	}
+	if d := dockerAvailable(); d == "" {
+		row("host `docker run --rm --network none IMAGE true`", measure(func() error {
+			return run(nil, "docker", "run", "--rm", "--pull", "never", "--network", "none", *dockerImage, "true")
+		}))
+	} else {
+		skip("docker run", d)
+	}
+
+	fmt.Println()
+	fmt.Println("## Exec round trip (`true` in a running sandbox)")
+	fmt.Println()
+	fmt.Println("| what | p50 | p99 | min |")
+	fmt.Println("|---|---|---|---|")
+	row("gvx SDK `Exec(true)`", measureExecRTT())
+	if *runsc != "" && *bundle != "" {
+		row("`runsc exec ID true`", measureRunscExec())
+	} else {
+		skip("runsc exec", "needs -runsc and -bundle")
+	}
+	if d := dockerAvailable(); d == "" {
+		row("`docker exec ID true`", measureDockerExec())
+	} else {
+		skip("docker exec", d)
+	}
+
+	fmt.Println()
+	fmt.Println("## Idle memory (PSS per sandbox, all of its host processes)")
+	fmt.Println()
+	fmt.Println("| what | sandboxes | PSS per sandbox |")
+	fmt.Println("|---|---|---|")
+	for _, f := range strings.Split(*pssCounts, ",") {
+		k, _ := strconv.Atoi(f)
+		pss, err := idlePSS(k)
+		if err != nil {
+			fmt.Printf("| gvx (KeepAlive sandbox) | %d | error: %v |\n", k, err)
+			continue
+		}
+		fmt.Printf("| gvx (KeepAlive sandbox) | %d | %s |\n", k, mib(pss))
+	}
+	if *runsc != "" && *bundle != "" {
+		pss, err := runscPSS()
+		if err != nil {
+			fmt.Printf("| `runsc run` sandbox + gofer | 1 | error: %v |\n", err)
+		} else {
+			fmt.Printf("| `runsc run` sandbox + gofer | 1 | %s |\n", mib(pss))
+		}
+	}
+}
+
+func cacheArgs(args ...string) []string {
+	if *cache != "" {
+		return append([]string{"--cache", *cache}, args...)
+	}
+	return args
+}
+
+type stats struct {
+	p50, p99, min time.Duration
+	err          error
+}
+
+func measure(once func() error) stats {
+	once() // warm the page cache
+	var ds []time.Duration
+	for i := 0; i < *n; i++ {
+		start := time.Now()
+		if err := once(); err != nil {
+			return stats{err: err}
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return summarize(ds)
+}
+
+func summarize(ds []time.Duration) stats {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	p99 := ds[len(ds)-1]
+	if len(ds) >= 100 {
+		p99 = ds[len(ds)*99/100]
+	}
+	return stats{p50: ds[len(ds)/2], p99: p99, min: ds[0]}
+}
+
+func row(name string, s stats) {
+	if s.err != nil {
+		fmt.Printf("| %s | error: %v | | |\n", name, s.err)
+		return
+	}
+	fmt.Printf("| %s | %s | %s | %s |\n", name, ms(s.p50), ms(s.p99), ms(s.min))
+}
+
+func skip(name, why string) { fmt.Printf("| %s | skipped: %s | | |\n", name, why) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func run(cred *syscall.Credential, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = os.TempDir()
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func sdkConfig() gvx.Config {
+	return gvx.Config{OCIImage: *image, Rungv: *rungv, Cache: *cache, KeepAlive: true}
+}
+
+func measureSDK() stats {
+	ctx := context.Background()
+	var ds []time.Duration
+	for i := 0; i <= *n; i++ {
+		start := time.Now()
+		sb, err := gvx.New(ctx, sdkConfig())
+		if err != nil {
+			return stats{err: err}
+		}
+		_, err = sb.Exec(ctx, []string{"true"}, nil)
+		d := time.Since(start)
+		sb.Close()
+		if err != nil {
+			return stats{err: err}
+		}
+		if i > 0 {
+			ds = append(ds, d)
+		}
+	}
+	return summarize(ds)
+}
+
+func measureExecRTT() stats {
+	ctx := context.Background()
+	sb, err := gvx.New(ctx, sdkConfig())
+	if err != nil {
+		return stats{err: err}
+	}
+	defer sb.Close()
+	return measure(func() error {
+		_, err := sb.Exec(ctx, []string{"true"}, nil)
+		return err
+	})
+}
+
+func dockerAvailable() string {
+	if *dockerImage == "" {
+		return "no -docker-image given"
+	}
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		return "no docker daemon"
+	}
+	return ""
+}
+
+func measureDockerExec() stats {
+	out, err := exec.Command("docker", "run", "-d", "--rm", "--pull", "never", "--network", "none", *dockerImage, "sleep", "3600").Output()
+	if err != nil {
+		return stats{err: err}
+	}
+	id := strings.TrimSpace(string(out))
+	defer exec.Command("docker", "rm", "-f", id).Run()
+	return measure(func() error { return run(nil, "docker", "exec", id, "true") })
+}
+
+func measureRunscExec() stats {
+	id := fmt.Sprintf("gvx-bench-%d", os.Getpid())
+	root := filepath.Join(os.TempDir(), id+"-state")
+	defer os.RemoveAll(root)
+	if err := startRunsc(root, id); err != nil {
+		return stats{err: err}
+	}
+	defer stopRunsc(root, id)
+	return measure(func() error { return run(nil, *runsc, "--root", root, "exec", id, "/bin/true") })
+}
+
+func startRunsc(root, id string) error {
+	// The detached container keeps its stdio: give it a file, not a pipe
+	// that would never reach EOF.
+	log, err := os.CreateTemp("", "runsc-run-*.log")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(log.Name())
+	defer log.Close()
+	cmd := exec.Command(*runsc, "--root", root, "--network=none", "run", "--detach", "--bundle", *bundle, id)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(log.Name())
+		return fmt.Errorf("runsc run: %v: %s", err, out)
+	}
+	return nil
+}
+
+func stopRunsc(root, id string) {
+	exec.Command(*runsc, "--root", root, "kill", id, "KILL").Run()
+	time.Sleep(200 * time.Millisecond)
+	exec.Command(*runsc, "--root", root, "delete", "--force", id).Run()
+}
+
+// idlePSS starts k KeepAlive sandboxes, lets them settle and returns the
+// mean PSS of a sandbox's host processes (rungv and its platform stubs).
+func idlePSS(k int) (int64, error) {
+	ctx := context.Background()
+	var sbs []*gvx.Sandbox
+	defer func() {
+		for _, sb := range sbs {
+			sb.Close()
+		}
+	}()
+	for i := 0; i < k; i++ {
+		sb, err := gvx.New(ctx, sdkConfig())
+		if err != nil {
+			return 0, err
+		}
+		if _, err := sb.Exec(ctx, []string{"true"}, nil); err != nil {
+			return 0, err
+		}
+		sbs = append(sbs, sb)
+	}
+	time.Sleep(2 * time.Second)
+	var total int64
+	for _, sb := range sbs {
+		for _, pid := range descendants(sb.PID()) {
+			total += pss(pid)
+		}
+	}
+	return total / int64(k), nil
+}
+
+func runscPSS() (int64, error) {
+	id := fmt.Sprintf("gvx-bench-pss-%d", os.Getpid())
+	root := filepath.Join(os.TempDir(), id+"-state")
+	defer os.RemoveAll(root)
+	before := allPIDs()
+	if err := startRunsc(root, id); err != nil {
+		return 0, err
+	}
+	defer stopRunsc(root, id)
+	time.Sleep(2 * time.Second)
+	var total int64
+	for pid := range allPIDs() {
+		if !before[pid] && strings.Contains(cmdline(pid), "runsc") {
+			for _, p := range append([]int{pid}, descendants(pid)[1:]...) {
+				total += pss(p)
+			}
+		}
+	}
+	return total, nil
+}
+
+func allPIDs() map[int]bool {
+	out := map[int]bool{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out[pid] = true
+		}
+	}
+	return out
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+// descendants returns pid and every process below it.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	for p := range allPIDs() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// pss returns a process's proportional set size in bytes.
+func pss(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "Pss:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
