@@ -3,6 +3,7 @@ package ext4lite
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -117,4 +118,21 @@ func TestReadDirOffsets(t *testing.T) {
 	}
 	fs.Close()
 	mustClean(t, path)
+}
+
+// TestHugeSizeReads: a corrupt size far past what extents can map reads as
+// a hole instead of looping.
+func TestHugeSizeReads(t *testing.T) {
+	path := newVolume(t, 64<<20)
+	fs := openRW(t, path)
+	f, _ := fs.Create(RootIno, "f", 0o644, Owner{})
+	fs.WriteAt(f, []byte("data"), 0)
+	n, _ := fs.getInode(f)
+	n.raw.SetSize(1 << 62)
+	buf := make([]byte, 8192)
+	for _, off := range []int64{0, 1 << 44, 1<<62 - 100} {
+		if _, err := fs.ReadAt(f, buf, off); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
 }

@@ -374,6 +374,7 @@ func (fs *FS) truncateBlocks(n *inode, size uint64) error {
 		return err
 	}
 	bs := uint64(fs.geo.blockSize)
+	size = min(size, uint64(fs.maxFileSize())) // a corrupt orphan's size
 	first := (size + bs - 1) / bs
 	if m.blockmap {
 		if size != 0 {

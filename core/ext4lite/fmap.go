@@ -61,6 +61,9 @@ type mapping struct {
 // lookup maps logical block lblk: the run starting there, at most max
 // blocks long.
 func (m *fileMap) lookup(lblk, max uint64) mapping {
+	if lblk >= disk.MaxLogicalBlock {
+		return mapping{n: max} // past what extents can map (a corrupt size)
+	}
 	i, ok := m.find(lblk)
 	if !ok {
 		end := uint64(disk.MaxLogicalBlock)
