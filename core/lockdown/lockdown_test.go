@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 // runHelper runs in the re-executed test binary. It locks itself down,
 // reports "locked", waits for a line on stdin, then does what mode says.
 func runHelper(mode string) int {
+	if mode == "precompile" {
+		return runPrecompileChild()
+	}
 	opts := Options{}
 	if mode == "trap" {
 		opts.TrapViolations = true

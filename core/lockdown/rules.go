@@ -5,6 +5,10 @@ import (
 	"gvisor.dev/gvisor/pkg/seccomp"
 )
 
+// extraRulesVersion changes whenever extraRules changes shape, so
+// precompiled programs built from older rules are not used.
+const extraRulesVersion = 1
+
 // extraRules returns the system calls gvx needs beyond gVisor's list.
 //
 // The Sentry, the platforms and netstack are covered by gVisor's rules; the

@@ -38,6 +38,8 @@ func runHelper(mode string) int {
 		err = runLocked()
 	case "hold":
 		err = runHold()
+	case "coldstart":
+		err = runColdStart()
 	case "platform":
 		err = runPlatform(Platform(os.Args[len(os.Args)-1]))
 	default:
@@ -230,6 +232,32 @@ func runLocked() error {
 	}
 	ist, _ := init.Wait()
 	fmt.Fprintf(out, "shutdown init=%d\n", ist.ExitCode())
+	return nil
+}
+
+// runColdStart is what `rungv run IMAGE true` does: boot a locked-down
+// sandbox, run one process, report, exit.
+func runColdStart() error {
+	img, err := openImage()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	s, err := New(Config{Image: img})
+	img.Close()
+	if err != nil {
+		return err
+	}
+	tNew := time.Since(t0)
+	p, err := s.Start(ProcessSpec{Argv: []string{"/bin/true"}})
+	if err != nil {
+		return err
+	}
+	st, err := p.Wait()
+	if err != nil || st.ExitCode() != 0 {
+		return fmt.Errorf("true: %v %v", st, err)
+	}
+	fmt.Printf("done new=%v total=%v\n", tNew.Microseconds(), time.Since(t0).Microseconds())
 	return nil
 }
 
