@@ -51,7 +51,10 @@ type Config struct {
 	// tmpfs and the root filesystem's writable layer together. The guest
 	// sees it as MemTotal; when usage exceeds it the process with the
 	// largest resident set is killed inside the sandbox (SIGKILL), as the
-	// Linux OOM killer would. 0 means no limit.
+	// Linux OOM killer would, within milliseconds. A single system call
+	// that fills a huge buffer can overshoot until it returns; a hard
+	// ceiling at the next GiB above the limit bounds that (allocations
+	// beyond it fail inside the sandbox). 0 means no limit.
 	MemoryLimit uint64
 
 	// PidsLimit caps the number of tasks (threads included) in the sandbox.

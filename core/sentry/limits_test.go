@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -112,5 +113,42 @@ func TestMemoryLimitBoundsWritableLayer(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "No space left") && !strings.Contains(r.stderr, "Killed") {
 		t.Fatalf("dd was not stopped: %q %q", r.stdout, r.stderr)
+	}
+}
+
+func TestMemoryCeilingBoundsOneSyscall(t *testing.T) {
+	const limit = 64 << 20
+	s := newSandbox(t, Config{MemoryLimit: limit})
+	startIdle(t, s)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if u, err := s.k.MemoryFile().TotalUsage(); err == nil && u > peak.Load() {
+				peak.Store(u)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	// One read(2) of 3 GiB from /dev/zero: the OOM killer cannot interrupt
+	// it, the ceiling (1 GiB for this limit) must.
+	r := execAndWait(t, s, sh(`dd if=/dev/zero of=/dev/null bs=3G count=1; echo "dd exit $?"`))
+	close(stop)
+	<-done
+	if p := peak.Load(); p > 1<<30+64<<20 {
+		t.Fatalf("memory use peaked at %d MiB, above the 1 GiB ceiling", p>>20)
+	}
+	if r.status.ExitCode() == 0 && strings.Contains(r.stdout, "dd exit 0") {
+		t.Fatalf("dd read 3 GiB under a 64 MiB limit: %q %q", r.stdout, r.stderr)
+	}
+	t.Logf("peak %d MiB; dd: %v %q %q", peak.Load()>>20, r.status, r.stdout, strings.TrimSpace(r.stderr))
+	if r := execAndWait(t, s, ProcessSpec{Argv: []string{"echo", "alive"}}); r.stdout != "alive\n" {
+		t.Fatalf("after the ceiling: %v %q", r.status, r.stderr)
 	}
 }

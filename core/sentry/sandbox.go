@@ -116,6 +116,11 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.k = k
 	cu.Add(k.Release)
+	if cfg.MemoryLimit > 0 {
+		if err := capMemoryFile(k.MemoryFile(), cfg.MemoryLimit); err != nil {
+			return nil, err
+		}
+	}
 	ctx := k.SupervisorContext()
 
 	creds := auth.NewRootCredentials(k.RootUserNamespace())
