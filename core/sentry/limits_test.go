@@ -77,8 +77,14 @@ func TestMemoryLimitKillsHog(t *testing.T) {
 	// user space, page by page.
 	start := time.Now()
 	r = execAndWait(t, s, sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))
-	if r.status.Signal != syscall.SIGKILL {
+	if r.status.Signal != syscall.SIGKILL || !r.status.OOMKilled {
 		t.Fatalf("hog ended with %v (stderr %q), want SIGKILL by the OOM killer", r.status, r.stderr)
+	}
+	// The exec'd shell is reaped just after it is waited for.
+	waitFor(t, "the hog's shell to be reaped", func() bool { st, _ := s.Stats(); return st.Tasks == 1 })
+	st, err := s.Stats()
+	if err != nil || st.OOMKills != 1 || st.MemoryLimit != limit || st.MemoryUsage == 0 {
+		t.Errorf("Stats after the kill: %+v %v", st, err)
 	}
 	t.Logf("hog killed after %v; OOM kills: %d", time.Since(start), s.oom.kills.Load())
 	if k := s.oom.kills.Load(); k != 1 {

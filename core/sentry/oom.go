@@ -25,7 +25,7 @@ const (
 	// host (the memory file releases freed pages asynchronously). Without
 	// the second wait the killer would pick a second, innocent victim.
 	oomVictimWait = time.Second
-	oomSettle     = 500 * time.Millisecond
+	oomSettle     = 2 * time.Second
 )
 
 // oomKiller enforces the sandbox memory limit.
@@ -41,6 +41,8 @@ type oomKiller struct {
 	k     *kernel.Kernel
 	limit uint64
 	kills atomic.Int64
+	// victims holds the thread groups the killer signalled.
+	victims sync.Map
 
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -81,7 +83,9 @@ func (o *oomKiller) killOne() {
 	if victim == nil {
 		return
 	}
+	o.victims.Store(victim, struct{}{})
 	if err := o.k.SendExternalSignalThreadGroup(victim, &linux.SignalInfo{Signo: int32(linux.SIGKILL)}); err != nil {
+		o.victims.Delete(victim)
 		return
 	}
 	o.kills.Add(1)
@@ -140,4 +144,10 @@ func (o *oomKiller) largest() *kernel.ThreadGroup {
 func (o *oomKiller) stop() {
 	o.stopOnce.Do(func() { close(o.quit) })
 	<-o.done
+}
+
+// killed reports whether the killer signalled tg.
+func (o *oomKiller) killed(tg *kernel.ThreadGroup) bool {
+	_, ok := o.victims.Load(tg)
+	return ok
 }

@@ -78,6 +78,9 @@ func (p *Process) watch() {
 	p.tg.WaitExited()
 	ws := p.tg.ExitStatus()
 	p.status = exitStatusOf(ws)
+	if o := p.s.oomKiller(); o != nil && p.status.Signal == syscall.SIGKILL {
+		p.status.OOMKilled = o.killed(p.tg)
+	}
 	close(p.exited)
 
 	if in := p.stdio.input; in != nil {

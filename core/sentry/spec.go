@@ -99,6 +99,8 @@ type ExitStatus struct {
 	Code int
 	// Signal is the signal that killed the process, or 0 if it exited.
 	Signal syscall.Signal
+	// OOMKilled is set when the sandbox's OOM killer sent the SIGKILL.
+	OOMKilled bool
 }
 
 // Exited reports whether the process exited rather than being killed.
@@ -115,6 +117,9 @@ func (s ExitStatus) ExitCode() int {
 
 // String implements fmt.Stringer.
 func (s ExitStatus) String() string {
+	if s.OOMKilled {
+		return "killed by the OOM killer (memory limit)"
+	}
 	if s.Signal != 0 {
 		return fmt.Sprintf("killed by signal %d (%v)", int(s.Signal), s.Signal)
 	}
