@@ -20,10 +20,11 @@ const containerID = "gvx"
 const maxOpenFiles = 1 << 20
 
 // createProcess creates, but does not start, a process for spec. With
-// makeCwd, a missing working directory is created (owned by root).
+// makeCwd, a missing working directory is created (owned by root). exe, if
+// not nil, is executed instead of looking up spec.Argv[0].
 //
 // Preconditions: s.mu is held; s.state is not stateClosed.
-func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool) (*Process, error) {
+func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDescription) (*Process, error) {
 	ctx := s.k.SupervisorContext()
 	ls, err := newLimitSet()
 	if err != nil {
@@ -64,8 +65,9 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool) (*Process, erro
 	if err != nil {
 		return nil, fmt.Errorf("sentry: looking up the home directory of uid %d: %w", spec.UID, err)
 	}
-	args.Filename, err = user.ResolveExecutablePath(pctx, &args)
-	if err != nil {
+	if exe != nil {
+		args.File = exe
+	} else if args.Filename, err = user.ResolveExecutablePath(pctx, &args); err != nil {
 		return nil, fmt.Errorf("sentry: %w", err)
 	}
 

@@ -320,7 +320,7 @@ func runHold() error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.Start(ProcessSpec{Argv: []string{"sleep", "1000000"}}); err != nil {
+	if _, err := s.StartIdle(); err != nil {
 		return err
 	}
 	for range 3 {

@@ -173,6 +173,12 @@ func (s *Sandbox) Start(spec ProcessSpec) (*Process, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
+	return s.start(&spec, nil)
+}
+
+// start implements Start and StartIdle; exe, if not nil, is the executable
+// to run instead of resolving spec.Argv[0].
+func (s *Sandbox) start(spec *ProcessSpec, exe *vfs.FileDescription) (*Process, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state {
@@ -181,7 +187,7 @@ func (s *Sandbox) Start(spec ProcessSpec) (*Process, error) {
 	case stateClosed:
 		return nil, ErrClosed
 	}
-	p, err := s.createProcess(&spec, true /* makeCwd */)
+	p, err := s.createProcess(spec, true /* makeCwd */, exe)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +249,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec ProcessSpec) (*Process, error) 
 		return nil, ErrStopped
 	default:
 	}
-	p, err := s.createProcess(&spec, false /* makeCwd */)
+	p, err := s.createProcess(&spec, false /* makeCwd */, nil)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err

@@ -65,7 +65,7 @@ func TestUnprivileged(t *testing.T) {
 		"TestExecParallel", "TestDevices", "TestMountableInside", "TestFiles",
 		"TestIsolationHostProcessesInvisible", "TestIsolationHostFilesUnreachable", "TestIsolationWritesStayInside",
 		"TestPidsLimit", "TestForkBomb", "TestMemoryLimitKillsHog", "TestLockedSandbox", "TestKill9LeavesNothing",
-		"TestTTY",
+		"TestTTY", "TestStartIdle", "TestShutdownDeadlineKills",
 	} {
 		if !regexp.MustCompile(`(?m)^--- PASS: ` + name + ` `).MatchString(log) {
 			t.Errorf("%s did not pass under the hostile harness", name)

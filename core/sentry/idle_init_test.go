@@ -1,0 +1,46 @@
+package sentry
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStartIdle(t *testing.T) {
+	s := newSandbox(t, Config{})
+	init, err := s.StartIdle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An orphan: its parent exits at once, so it becomes init's child; once
+	// it exits, init must reap it or it stays in /proc as a zombie.
+	r := execAndWait(t, s, sh(`tr '\0' ' ' < /proc/1/cmdline; echo
+orphan=$(sh -c 'sleep 0.1 >/dev/null 2>&1 & echo $!')
+test -e /proc/$orphan && echo orphan-running
+sleep 0.5
+test -e /proc/$orphan && echo "orphan-left $(cat /proc/$orphan/stat)" || echo orphan-reaped`))
+	if r.stdout != "gvx-init \norphan-running\norphan-reaped\n" {
+		t.Fatalf("idle init: %q %q", r.stdout, r.stderr)
+	}
+	// The image's files are not involved: it works with no shell at all.
+	if r := execAndWait(t, s, ProcessSpec{Argv: []string{"rm", "/bin/sh"}}); r.status.ExitCode() != 0 {
+		t.Fatalf("rm /bin/sh: %v %q", r.status, r.stderr)
+	}
+	if r := execAndWait(t, s, ProcessSpec{Argv: []string{"echo", "still serving"}}); r.stdout != "still serving\n" {
+		t.Fatalf("exec: %q %q", r.stdout, r.stderr)
+	}
+	// SIGTERM ends it cleanly, so Shutdown is graceful.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if st, _ := init.Wait(); st.ExitCode() != 0 || st.Signal == syscall.SIGKILL {
+		t.Fatalf("idle init ended with %v", st)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+}
