@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,9 @@ func prototypes(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	norm := func(s string) string {
+		// exports_unsafe.go's typedefs for const parameters.
+		s = regexp.MustCompile(`\bcchar_t\b`).ReplaceAllString(s, "const char")
+		s = regexp.MustCompile(`\bcuint8_t\b`).ReplaceAllString(s, "const uint8_t")
 		s = strings.ReplaceAll(s, "*", " * ")
 		return strings.Join(strings.Fields(s), " ")
 	}
@@ -85,24 +89,59 @@ func TestHeaderMatchesCgo(t *testing.T) {
 	}
 }
 
-// TestCProgram compiles a C program against gvx.h, links it with
-// libgvx.so and runs it.
-func TestCProgram(t *testing.T) {
+// compileC compiles a test program against gvx.h and links it with the
+// library in dir.
+func compileC(t *testing.T, dir, src string) string {
+	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skip("no C compiler (cc) on PATH")
 	}
-	dir := buildLibrary(t)
-	exe := filepath.Join(dir, "version")
-	if out, err := exec.Command(cc, "-Wall", "-Werror", "-I.", "-o", exe, "testdata/version.c",
+	exe := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+	if out, err := exec.Command(cc, "-Wall", "-Werror", "-std=c11", "-I.", "-o", exe, src,
 		"-L"+dir, "-lgvx", "-Wl,-rpath,"+dir).CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
+		t.Fatalf("cc %s: %v\n%s", src, err, out)
 	}
-	out, err := exec.Command(exe).CombinedOutput()
+	return exe
+}
+
+// TestCProgram compiles a C program against gvx.h, links it with
+// libgvx.so and runs it.
+func TestCProgram(t *testing.T) {
+	dir := buildLibrary(t)
+	out, err := exec.Command(compileC(t, dir, "testdata/version.c")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("C program: %v\n%s", err, out)
 	}
 	if got := strings.TrimSpace(string(out)); got != "abi-test" {
 		t.Fatalf("C program printed %q, want the build's version abi-test", got)
+	}
+}
+
+// TestCProgramRunsSandbox drives a real sandbox (rungv built from this
+// tree, the test image) from C through libgvx.
+func TestCProgramRunsSandbox(t *testing.T) {
+	dir := buildLibrary(t)
+	exe := compileC(t, dir, "testdata/exec.c")
+	rungv := filepath.Join(dir, "rungv")
+	build := exec.Command("go", "build", "-o", rungv, "../core/cmd/rungv")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building rungv: %v\n%s", err, out)
+	}
+	// The test image, built by the tool core's tests use (its package is
+	// internal to core/).
+	refs, err := exec.Command("go", "run", "../core/internal/testimage/mkimage").Output()
+	if err != nil {
+		t.Fatalf("building the test image: %v", err)
+	}
+	config, _ := json.Marshal(map[string]any{
+		"image": strings.Fields(string(refs))[0], "rungv": rungv, "cache": filepath.Join(dir, "cache"), "keep_alive": true,
+	})
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "GVX_TEST_CONFIG="+string(config))
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("C program: %v\n%s", err, out)
 	}
 }

@@ -3,23 +3,31 @@
  *
  * libgvx lets C, Python (through ctypes) and any language with a C FFI
  * create and drive gvx sandboxes. A sandbox never runs inside the calling
- * process: libgvx starts `rungv` child processes and talks to them over
- * gvx's control protocol.
+ * process: libgvx starts one `rungv` child process per sandbox and talks to
+ * it over gvx's control protocol. Children die with the calling process.
  *
  * Conventions (the same for every function):
  *   - Every function returns an int status: GVX_OK (0) or a negative
  *     GVX_E_* code.
  *   - On failure, if `err` is not NULL, *err receives a NUL-terminated
- *     message saying what went wrong and how to fix it. The caller frees it
+ *     message saying what went wrong and how to fix it; the caller frees it
  *     with gvx_free(). On success *err is set to NULL.
- *   - Strings returned through out-parameters are freed with gvx_free().
- *   - Objects are integer handles; 0 is never a valid handle.
+ *   - Strings and buffers returned through out-parameters are freed with
+ *     gvx_free(). Returned buffers are NUL-terminated beyond their length,
+ *     so text output can be used as a C string.
+ *   - Structured arguments and results are JSON objects (UTF-8); the keys
+ *     are documented at each function. Unknown keys are refused.
+ *   - Objects are integer handles; 0 is never a valid handle. A closed
+ *     handle gives GVX_E_CLOSED.
  *   - A Go panic inside libgvx becomes GVX_E_INTERNAL; it never crashes
  *     the calling process.
- *   - All functions are thread-safe.
+ *   - All functions are thread-safe; a long call blocks only its thread.
  */
 #ifndef GVX_H
 #define GVX_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,17 +35,128 @@ extern "C" {
 
 /* Status codes. */
 #define GVX_OK 0
-#define GVX_E_INVALID (-1)  /* a bad argument: the message names it */
-#define GVX_E_INTERNAL (-2) /* a bug in libgvx: please report the message */
+#define GVX_E_INVALID (-1)     /* a bad argument: the message names it */
+#define GVX_E_INTERNAL (-2)    /* a bug in libgvx: please report the message */
+#define GVX_E_NOT_FOUND (-3)   /* no such image, file or command */
+#define GVX_E_CLOSED (-4)      /* the handle is closed or was never valid */
+#define GVX_E_UNAVAILABLE (-5) /* the sandbox exited or cannot be reached */
+#define GVX_E_TIMEOUT (-6)     /* a deadline passed */
+#define GVX_E_PERMISSION (-7)  /* denied inside the sandbox */
+#define GVX_E_START (-8)       /* the sandbox could not start: the message says why */
+
+/* Streams passed to gvx_output_fn. */
+#define GVX_STDOUT 1
+#define GVX_STDERR 2
 
 /*
- * gvx_version stores libgvx's version string in *version (free it with
- * gvx_free).
+ * gvx_version stores libgvx's version string in *version.
  */
 int gvx_version(char **version, char **err);
 
-/* gvx_free frees a string libgvx returned. NULL is allowed. */
+/* gvx_free frees a string or buffer libgvx returned. NULL is allowed. */
 void gvx_free(void *p);
+
+/*
+ * gvx_sandbox_new starts a sandbox and stores its handle in *sandbox once
+ * it runs. config_json keys (all optional but "image"):
+ *   "image": string            image reference: registry ref, oci:DIR[:TAG],
+ *                              docker-archive:FILE.tar[:REF]
+ *   "entrypoint": [string]     replaces the image's entrypoint
+ *   "cmd": [string]            replaces the image's command
+ *   "env": [string]            "KEY=VALUE" entries added to the image's
+ *   "workdir", "user", "hostname": string
+ *   "keep_alive": bool         an idle init; drive the sandbox with exec
+ *   "platform": string         "auto", "systrap", "kvm" or "ptrace"
+ *   "network": string          "none"
+ *   "memory": integer          bytes for the whole sandbox
+ *   "cpus": number             CPUs the guest sees
+ *   "pids_limit": integer
+ *   "timeout": number          seconds until the sandbox is stopped
+ *   "rungv", "cache": string   the rungv binary and the image cache directory
+ *   "insecure": bool           plain-HTTP registries
+ */
+int gvx_sandbox_new(const char *config_json, uint64_t *sandbox, char **err);
+
+/*
+ * gvx_sandbox_info stores a JSON object describing the sandbox in *info:
+ * "id", "pid" (the rungv process), "image", "hostname", "platform", "rungv".
+ */
+int gvx_sandbox_info(uint64_t sandbox, char **info, char **err);
+
+/*
+ * gvx_sandbox_exec runs a command in the sandbox and waits for it.
+ * request_json keys:
+ *   "argv": [string]           required
+ *   "env": [string]            replaces the environment (default: the image's)
+ *   "cwd", "user": string
+ *   "timeout": number          seconds; the command (not the sandbox) is killed
+ * stdin_data/stdin_len is the command's input (NULL: none). On success
+ * *result receives {"exit_code", "signal", "timed_out", "duration"
+ * (seconds)}, and the stdout and stderr buffers and lengths the captured
+ * output. A non-zero exit code is a result, not an error.
+ */
+int gvx_sandbox_exec(uint64_t sandbox, const char *request_json, const uint8_t *stdin_data, size_t stdin_len,
+                     char **result, uint8_t **stdout_data, size_t *stdout_len, uint8_t **stderr_data,
+                     size_t *stderr_len, char **err);
+
+/*
+ * gvx_output_fn receives output as a command writes it: stream is
+ * GVX_STDOUT or GVX_STDERR; data is valid only during the call. It is
+ * called from a libgvx thread, never concurrently for one exec, and should
+ * return quickly.
+ */
+typedef void (*gvx_output_fn)(void *userdata, int stream, const uint8_t *data, size_t len);
+
+/*
+ * gvx_sandbox_exec_stream is gvx_sandbox_exec with output delivered to
+ * on_output as it arrives instead of captured.
+ */
+int gvx_sandbox_exec_stream(uint64_t sandbox, const char *request_json, const uint8_t *stdin_data,
+                            size_t stdin_len, gvx_output_fn on_output, void *userdata, char **result,
+                            char **err);
+
+/* gvx_sandbox_read_file stores a file's content in *data and *len. */
+int gvx_sandbox_read_file(uint64_t sandbox, const char *path, uint8_t **data, size_t *len, char **err);
+
+/*
+ * gvx_sandbox_write_file creates or replaces a file with len bytes of data;
+ * mode is the permission bits (0 means 0644).
+ */
+int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *data, size_t len, uint32_t mode,
+                           char **err);
+
+/* gvx_sandbox_signal sends a signal to the sandbox's init process. */
+int gvx_sandbox_signal(uint64_t sandbox, int signal, char **err);
+
+/*
+ * gvx_sandbox_wait waits for the sandbox's init process to exit and stores
+ * its exit code (128+N after signal N) in *exit_code.
+ */
+int gvx_sandbox_wait(uint64_t sandbox, int *exit_code, char **err);
+
+/*
+ * gvx_sandbox_close stops the sandbox (SIGTERM, then SIGKILL after a grace
+ * period), waits for its process and releases the handle. Calls in
+ * progress on other threads return GVX_E_UNAVAILABLE. Closing a closed
+ * handle returns GVX_E_CLOSED.
+ */
+int gvx_sandbox_close(uint64_t sandbox, char **err);
+
+/*
+ * gvx_progress_fn receives pull progress as a JSON object: "kind"
+ * ("resolved", "cached", "waiting", "layer", "writing", "done"), "ref",
+ * "id", and for "layer": "layer", "layers", "done", "size" (bytes).
+ */
+typedef void (*gvx_progress_fn)(void *userdata, const char *event_json);
+
+/*
+ * gvx_image_pull converts an image into the cache (a no-op if cached) and
+ * stores {"id", "erofs", "size", "layers", "files", "refs", "xattr_files"}
+ * in *image. options_json keys: "cache" (directory), "insecure" (bool),
+ * "platform" ("linux/amd64"). options_json and on_progress may be NULL.
+ */
+int gvx_image_pull(const char *ref, const char *options_json, gvx_progress_fn on_progress, void *userdata,
+                   char **image, char **err);
 
 #ifdef __cplusplus
 }

@@ -1,18 +1,23 @@
 // Command capi builds libgvx.so, the C ABI of gvx (see gvx.h, the
 // contract). It is the only cgo code in gvx.
 //
+// The exported functions (exports_unsafe.go) only convert between C and Go
+// values and catch panics; the work is done in plain Go (sandbox.go,
+// image.go) on top of the Go SDK, core/gvx.
+//
 // Build: go build -buildmode=c-shared -o libgvx.so ./capi
 package main
 
-/*
-#include <stdlib.h>
-#include "gvx.h"
-*/
-import "C"
-
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"runtime/debug"
+	"strings"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -20,35 +25,73 @@ var version = "dev"
 
 func main() {}
 
-// guard turns a panic into GVX_E_INTERNAL with the panic and stack in
-// *errOut, so a bug in libgvx never takes the host process down.
-func guard(status *C.int, errOut **C.char) {
-	if r := recover(); r != nil {
-		*status = C.GVX_E_INTERNAL
-		setErr(errOut, fmt.Sprintf("libgvx internal error (please report): %v\n%s", r, debug.Stack()))
-	}
+// Status codes, as gvx.h defines them.
+const (
+	statusOK          = 0
+	statusInvalid     = -1
+	statusInternal    = -2
+	statusNotFound    = -3
+	statusClosed      = -4
+	statusUnavailable = -5
+	statusTimeout     = -6
+	statusPermission  = -7
+	statusStart       = -8
+)
+
+// statusError is an error with the status code a C caller receives.
+type statusError struct {
+	status int
+	err    error
 }
 
-func setErr(errOut **C.char, msg string) {
-	if errOut != nil {
-		*errOut = C.CString(msg)
-	}
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+func invalid(format string, args ...any) error {
+	return &statusError{statusInvalid, fmt.Errorf(format, args...)}
 }
 
-func clearErr(errOut **C.char) {
-	if errOut != nil {
-		*errOut = nil
+// statusOf maps an error to its status code.
+func statusOf(err error) int {
+	var se *statusError
+	switch {
+	case err == nil:
+		return statusOK
+	case errors.As(err, &se):
+		return se.status
+	case errors.Is(err, gvx.ErrClosed):
+		return statusClosed
+	case errors.Is(err, context.DeadlineExceeded), control.IsCode(err, control.CodeTimeout):
+		return statusTimeout
+	case control.IsCode(err, control.CodeNotFound), errors.Is(err, store.ErrNotFound):
+		return statusNotFound
+	case control.IsCode(err, control.CodeInvalid):
+		return statusInvalid
+	case control.IsCode(err, control.CodePermission):
+		return statusPermission
+	case control.IsCode(err, control.CodeUnavailable):
+		return statusUnavailable
 	}
+	return statusInternal
 }
 
-//export gvx_version
-func gvx_version(out **C.char, errOut **C.char) (status C.int) {
-	defer guard(&status, errOut)
-	clearErr(errOut)
-	if out == nil {
-		setErr(errOut, "gvx_version: version must not be NULL")
-		return C.GVX_E_INVALID
+// decodeJSON decodes a JSON argument strictly: unknown keys are mistakes.
+func decodeJSON(what, s string, v any) error {
+	if strings.TrimSpace(s) == "" {
+		s = "{}"
 	}
-	*out = C.CString(version)
-	return C.GVX_OK
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("%s: %v (see gvx.h for the keys)", what, err)
+	}
+	return nil
+}
+
+func encodeJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own result types are encoded
+	}
+	return string(b)
 }

@@ -1,0 +1,243 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "gvx.h"
+
+// Exported parameters cannot be declared const in Go; these typedefs make
+// cgo's declarations match gvx.h's.
+typedef const char cchar_t;
+typedef const uint8_t cuint8_t;
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/debug"
+	"unsafe"
+)
+
+// Every export follows one shape: clear *err, recover from panics into
+// GVX_E_INTERNAL, convert C arguments to Go, call the Go implementation,
+// convert results back, and turn an error into its status and message.
+
+func guard(status *C.int, errOut **C.char) {
+	if r := recover(); r != nil {
+		*status = C.GVX_E_INTERNAL
+		setErr(errOut, fmt.Sprintf("libgvx internal error (please report): %v\n%s", r, debug.Stack()))
+	}
+}
+
+func setErr(errOut **C.char, msg string) {
+	if errOut != nil {
+		*errOut = C.CString(msg)
+	}
+}
+
+func clearErr(errOut **C.char) {
+	if errOut != nil {
+		*errOut = nil
+	}
+}
+
+// fail reports err through errOut and returns its status.
+func fail(err error, errOut **C.char) C.int {
+	setErr(errOut, err.Error())
+	return C.int(statusOf(err))
+}
+
+func nullArg(name string, errOut **C.char) C.int {
+	return fail(invalid("%s must not be NULL", name), errOut)
+}
+
+func goString(s *C.cchar_t) string { return C.GoString((*C.char)(s)) }
+
+func goBytes(p *C.cuint8_t, n C.size_t) []byte {
+	if p == nil {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+}
+
+// cBuffer copies b into C memory with a NUL after it.
+func cBuffer(b []byte) (*C.uint8_t, C.size_t) {
+	p := C.malloc(C.size_t(len(b) + 1))
+	buf := unsafe.Slice((*byte)(p), len(b)+1)
+	copy(buf, b)
+	buf[len(b)] = 0
+	return (*C.uint8_t)(p), C.size_t(len(b))
+}
+
+//export gvx_version
+func gvx_version(out **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if out == nil {
+		return nullArg("version", errOut)
+	}
+	*out = C.CString(version)
+	return C.GVX_OK
+}
+
+//export gvx_free
+func gvx_free(p unsafe.Pointer) {
+	C.free(p)
+}
+
+//export gvx_sandbox_new
+func gvx_sandbox_new(config *C.cchar_t, out *C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if config == nil || out == nil {
+		return nullArg("config_json and sandbox", errOut)
+	}
+	h, err := sandboxNew(goString(config))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*out = C.uint64_t(h)
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_info
+func gvx_sandbox_info(h C.uint64_t, out **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if out == nil {
+		return nullArg("info", errOut)
+	}
+	info, err := sandboxInfo(uint64(h))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*out = C.CString(info)
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_exec
+func gvx_sandbox_exec(h C.uint64_t, request *C.cchar_t, stdin *C.cuint8_t, stdinLen C.size_t,
+	result **C.char, stdout **C.uint8_t, stdoutLen *C.size_t, stderr **C.uint8_t, stderrLen *C.size_t,
+	errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if request == nil || result == nil || stdout == nil || stdoutLen == nil || stderr == nil || stderrLen == nil {
+		return nullArg("request_json, result and the output buffers", errOut)
+	}
+	res, out, errb, err := sandboxExec(uint64(h), goString(request), goBytes(stdin, stdinLen), nil)
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*result = C.CString(res)
+	*stdout, *stdoutLen = cBuffer(out)
+	*stderr, *stderrLen = cBuffer(errb)
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_exec_stream
+func gvx_sandbox_exec_stream(h C.uint64_t, request *C.cchar_t, stdin *C.cuint8_t, stdinLen C.size_t,
+	onOutput C.gvx_output_fn, userdata unsafe.Pointer, result **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if request == nil || result == nil || onOutput == nil {
+		return nullArg("request_json, on_output and result", errOut)
+	}
+	res, _, _, err := sandboxExec(uint64(h), goString(request), goBytes(stdin, stdinLen), func(stream int, data []byte) {
+		callOutput(onOutput, userdata, stream, data)
+	})
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*result = C.CString(res)
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_read_file
+func gvx_sandbox_read_file(h C.uint64_t, path *C.cchar_t, data **C.uint8_t, n *C.size_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil || data == nil || n == nil {
+		return nullArg("path, data and len", errOut)
+	}
+	b, err := sandboxReadFile(uint64(h), goString(path))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*data, *n = cBuffer(b)
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_write_file
+func gvx_sandbox_write_file(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, n C.size_t, mode C.uint32_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil || (data == nil && n > 0) {
+		return nullArg("path (and data, when len > 0)", errOut)
+	}
+	b := goBytes(data, n)
+	if b == nil {
+		b = []byte{}
+	}
+	if err := sandboxWriteFile(uint64(h), goString(path), b, uint32(mode)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_signal
+func gvx_sandbox_signal(h C.uint64_t, sig C.int, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := sandboxSignal(uint64(h), int(sig)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_wait
+func gvx_sandbox_wait(h C.uint64_t, exitCode *C.int, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if exitCode == nil {
+		return nullArg("exit_code", errOut)
+	}
+	code, err := sandboxWait(uint64(h))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*exitCode = C.int(code)
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_close
+func gvx_sandbox_close(h C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := sandboxClose(uint64(h)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_image_pull
+func gvx_image_pull(ref *C.cchar_t, options *C.cchar_t, onProgress C.gvx_progress_fn, userdata unsafe.Pointer,
+	out **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if ref == nil || out == nil {
+		return nullArg("ref and image", errOut)
+	}
+	var opts string
+	if options != nil {
+		opts = goString(options)
+	}
+	var progress func(string)
+	if onProgress != nil {
+		progress = func(event string) { callProgress(onProgress, userdata, event) }
+	}
+	img, err := imagePull(goString(ref), opts, progress)
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*out = C.CString(img)
+	return C.GVX_OK
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"z.gfire.dev/gvx/core/gvx"
+)
+
+// sandboxConfig is gvx_sandbox_new's config_json.
+type sandboxConfig struct {
+	Image      string    `json:"image"`
+	Entrypoint *[]string `json:"entrypoint"`
+	Cmd        []string  `json:"cmd"`
+	Env        []string  `json:"env"`
+	Workdir    string    `json:"workdir"`
+	User       string    `json:"user"`
+	Hostname   string    `json:"hostname"`
+	KeepAlive  bool      `json:"keep_alive"`
+	Platform   string    `json:"platform"`
+	Network    string    `json:"network"`
+	Memory     uint64    `json:"memory"`
+	CPUs       float64   `json:"cpus"`
+	PidsLimit  int       `json:"pids_limit"`
+	Timeout    float64   `json:"timeout"`
+	Rungv      string    `json:"rungv"`
+	Cache      string    `json:"cache"`
+	Insecure   bool      `json:"insecure"`
+}
+
+func (c *sandboxConfig) toGo() (gvx.Config, error) {
+	if c.Image == "" {
+		return gvx.Config{}, invalid(`config: "image" is required (an image reference such as oci:DIR:latest)`)
+	}
+	if c.CPUs < 0 || c.PidsLimit < 0 || c.Timeout < 0 {
+		return gvx.Config{}, invalid(`config: "cpus", "pids_limit" and "timeout" must not be negative`)
+	}
+	cfg := gvx.Config{
+		OCIImage:   c.Image,
+		Cmd:        c.Cmd,
+		Envv:       c.Env,
+		WorkingDir: c.Workdir,
+		User:       c.User,
+		Hostname:   c.Hostname,
+		KeepAlive:  c.KeepAlive,
+		Resources: gvx.Resources{
+			MemoryBytes: c.Memory,
+			CPUMillis:   int(c.CPUs * 1000),
+			PidsLimit:   c.PidsLimit,
+		},
+		Timeout:  time.Duration(c.Timeout * float64(time.Second)),
+		Rungv:    c.Rungv,
+		Cache:    c.Cache,
+		Insecure: c.Insecure,
+	}
+	if c.Entrypoint != nil {
+		cfg.Entrypoint, cfg.EntrypointSet = *c.Entrypoint, true
+	}
+	switch c.Platform {
+	case "", "auto":
+	case "systrap", "kvm", "ptrace":
+		cfg.Platform = gvx.Platform(c.Platform)
+	default:
+		return gvx.Config{}, invalid(`config: "platform" %q: use "auto", "systrap", "kvm" or "ptrace"`, c.Platform)
+	}
+	switch c.Network {
+	case "", "none":
+		cfg.NetworkMode = gvx.NetModeNone
+	default:
+		return gvx.Config{}, invalid(`config: "network" %q: only "none" is available in this release`, c.Network)
+	}
+	return cfg, nil
+}
+
+func sandboxNew(configJSON string) (uint64, error) {
+	var c sandboxConfig
+	if err := decodeJSON("config", configJSON, &c); err != nil {
+		return 0, err
+	}
+	cfg, err := c.toGo()
+	if err != nil {
+		return 0, err
+	}
+	// The sandbox's own output, if any, goes where the caller's goes.
+	cfg.Stdout, cfg.Stderr = os.Stdout, os.Stderr
+	sb, err := gvx.New(context.Background(), cfg)
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) {
+			return 0, err
+		}
+		return 0, &statusError{statusStart, err}
+	}
+	return addSandbox(sb), nil
+}
+
+type sandboxInfoJSON struct {
+	ID       string `json:"id"`
+	PID      int    `json:"pid"`
+	Image    string `json:"image"`
+	Hostname string `json:"hostname"`
+	Platform string `json:"platform"`
+	Rungv    string `json:"rungv"`
+}
+
+func sandboxInfo(h uint64) (string, error) {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return "", err
+	}
+	i := sb.Info()
+	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Rungv}), nil
+}
+
+// execRequest is gvx_sandbox_exec's request_json.
+type execRequest struct {
+	Argv    []string  `json:"argv"`
+	Env     *[]string `json:"env"`
+	Cwd     string    `json:"cwd"`
+	User    string    `json:"user"`
+	Timeout float64   `json:"timeout"`
+}
+
+type execResult struct {
+	ExitCode int     `json:"exit_code"`
+	Signal   int     `json:"signal"`
+	TimedOut bool    `json:"timed_out"`
+	Duration float64 `json:"duration"`
+}
+
+// outputFunc receives streamed output (stream 1 or 2).
+type outputFunc func(stream int, data []byte)
+
+type streamWriter struct {
+	stream int
+	fn     outputFunc
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	w.fn(w.stream, p)
+	return len(p), nil
+}
+
+// sandboxExec runs a command; with onOutput nil the output is captured
+// and returned.
+func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc) (string, []byte, []byte, error) {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	var req execRequest
+	if err := decodeJSON("request", requestJSON, &req); err != nil {
+		return "", nil, nil, err
+	}
+	if len(req.Argv) == 0 {
+		return "", nil, nil, invalid(`request: "argv" is empty; give the command to run`)
+	}
+	if req.Timeout < 0 {
+		return "", nil, nil, invalid(`request: "timeout" must not be negative`)
+	}
+	opts := &gvx.ExecOptions{Cwd: req.Cwd, User: req.User, Timeout: time.Duration(req.Timeout * float64(time.Second))}
+	if req.Env != nil {
+		opts.Env = *req.Env
+		if opts.Env == nil {
+			opts.Env = []string{}
+		}
+	}
+	if stdin != nil {
+		opts.Stdin = bytes.NewReader(stdin)
+	}
+	if onOutput != nil {
+		opts.Stdout = streamWriter{1, onOutput}
+		opts.Stderr = streamWriter{2, onOutput}
+	}
+	res, err := sb.Exec(context.Background(), req.Argv, opts)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	out := execResult{res.ExitCode, res.Signal, res.TimedOut, res.Duration.Seconds()}
+	return encodeJSON(out), res.Stdout, res.Stderr, nil
+}
+
+func sandboxReadFile(h uint64, path string) ([]byte, error) {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return nil, err
+	}
+	return sb.ReadFile(context.Background(), path)
+}
+
+func sandboxWriteFile(h uint64, path string, data []byte, mode uint32) error {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return err
+	}
+	if mode&^0o7777 != 0 {
+		return invalid("mode %#o has bits beyond the permission bits (07777)", mode)
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	return sb.WriteFile(context.Background(), path, data, os.FileMode(mode))
+}
+
+func sandboxSignal(h uint64, sig int) error {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return err
+	}
+	if sig <= 0 || sig > 64 {
+		return invalid("signal %d is not a signal number (1..64)", sig)
+	}
+	return sb.Signal(context.Background(), syscall.Signal(sig))
+}
+
+func sandboxWait(h uint64) (int, error) {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return 0, err
+	}
+	return sb.Run(context.Background())
+}
+
+func sandboxClose(h uint64) error {
+	sb, err := takeSandbox(h)
+	if err != nil {
+		return err
+	}
+	return sb.Close()
+}
+
+var _ io.Writer = streamWriter{}

@@ -1,0 +1,126 @@
+/*
+ * Drives a real sandbox through gvx.h alone, proving the ABI without
+ * Python: version, a sandbox, an exec with stdin and both outputs, a
+ * streamed exec, files, and the errors for bad input and closed handles.
+ *
+ * Environment: GVX_TEST_CONFIG (the sandbox's config_json).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gvx.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                  \
+	do {                                                  \
+		if (!(cond)) {                                    \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                 \
+			fputc('\n', stderr);                          \
+			failures++;                                   \
+		}                                                 \
+	} while (0)
+
+struct collected {
+	char out[256];
+	size_t len;
+	int chunks;
+};
+
+static void on_output(void *userdata, int stream, const uint8_t *data, size_t len) {
+	struct collected *c = userdata;
+	if (stream == GVX_STDOUT && c->len + len < sizeof c->out) {
+		memcpy(c->out + c->len, data, len);
+		c->len += len;
+	}
+	c->chunks++;
+}
+
+int main(void) {
+	char *err = NULL, *s = NULL;
+	const char *config = getenv("GVX_TEST_CONFIG");
+	if (config == NULL) {
+		fprintf(stderr, "GVX_TEST_CONFIG is not set\n");
+		return 2;
+	}
+
+	uint64_t sb = 0;
+	int status = gvx_sandbox_new(config, &sb, &err);
+	if (status != GVX_OK) {
+		fprintf(stderr, "gvx_sandbox_new: %d %s\n", status, err);
+		return 1;
+	}
+	CHECK(sb != 0, "handle 0");
+
+	status = gvx_sandbox_info(sb, &s, &err);
+	CHECK(status == GVX_OK && strstr(s, "\"pid\":") != NULL, "info: %d %s", status, s);
+	gvx_free(s);
+
+	char *result = NULL;
+	uint8_t *out = NULL, *errb = NULL;
+	size_t out_len = 0, err_len = 0;
+	const char *input = "from stdin";
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"sh\", \"-c\", \"cat; echo; echo oops >&2; exit 3\"]}",
+	                          (const uint8_t *)input, strlen(input), &result, &out, &out_len, &errb, &err_len, &err);
+	CHECK(status == GVX_OK, "exec: %d %s", status, err);
+	if (status == GVX_OK) {
+		CHECK(strstr(result, "\"exit_code\":3") != NULL, "result %s", result);
+		CHECK(out_len == 11 && strcmp((char *)out, "from stdin\n") == 0, "stdout %zu %s", out_len, out);
+		CHECK(strcmp((char *)errb, "oops\n") == 0, "stderr %s", errb);
+		gvx_free(result);
+		gvx_free(out);
+		gvx_free(errb);
+	}
+
+	struct collected c = {0};
+	status = gvx_sandbox_exec_stream(sb, "{\"argv\": [\"sh\", \"-c\", \"echo one; sleep 0.2; echo two\"]}", NULL, 0,
+	                                 on_output, &c, &result, &err);
+	CHECK(status == GVX_OK, "exec_stream: %d %s", status, err);
+	if (status == GVX_OK) {
+		CHECK(c.len == 8 && memcmp(c.out, "one\ntwo\n", 8) == 0 && c.chunks >= 2, "streamed %d chunks: %.*s",
+		      c.chunks, (int)c.len, c.out);
+		gvx_free(result);
+	}
+
+	const char *content = "written by C\n";
+	status = gvx_sandbox_write_file(sb, "/tmp/c.txt", (const uint8_t *)content, strlen(content), 0600, &err);
+	CHECK(status == GVX_OK, "write_file: %d %s", status, err);
+	uint8_t *data = NULL;
+	size_t len = 0;
+	status = gvx_sandbox_read_file(sb, "/tmp/c.txt", &data, &len, &err);
+	CHECK(status == GVX_OK && len == strlen(content) && memcmp(data, content, len) == 0, "read_file: %d", status);
+	gvx_free(data);
+
+	status = gvx_sandbox_read_file(sb, "/no/such/file", &data, &len, &err);
+	CHECK(status == GVX_E_NOT_FOUND && err != NULL, "missing file: %d", status);
+	gvx_free(err);
+	err = NULL;
+
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"true\"], \"timeuot\": 1}", NULL, 0, &result, &out, &out_len, &errb,
+	                          &err_len, &err);
+	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "timeuot") != NULL, "misspelt key: %d %s", status,
+	      err ? err : "");
+	gvx_free(err);
+	err = NULL;
+
+	status = gvx_sandbox_close(sb, &err);
+	CHECK(status == GVX_OK, "close: %d %s", status, err);
+	status = gvx_sandbox_close(sb, &err);
+	CHECK(status == GVX_E_CLOSED, "second close: %d", status);
+	gvx_free(err);
+	err = NULL;
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"true\"]}", NULL, 0, &result, &out, &out_len, &errb, &err_len, &err);
+	CHECK(status == GVX_E_CLOSED, "exec after close: %d", status);
+	gvx_free(err);
+
+	status = gvx_sandbox_new("{\"image\": \"\"}", &sb, &err);
+	CHECK(status == GVX_E_INVALID && strstr(err, "image") != NULL, "empty image: %d", status);
+	gvx_free(err);
+
+	if (failures == 0) {
+		printf("ok\n");
+	}
+	return failures == 0 ? 0 : 1;
+}
