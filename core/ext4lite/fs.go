@@ -33,9 +33,10 @@ type Options struct {
 	// CacheInodes bounds the clean inodes kept cached (default 65536).
 	// Cached inodes keep their directory index and block map.
 	CacheInodes int
-	// CommitInterval: a running transaction older than this commits at the
-	// end of the next change (default 5s; negative: only on Sync, Close
-	// and when it grows large).
+	// CommitInterval: a running transaction older than this commits, at
+	// the end of the next change or from a background goroutine when the
+	// filesystem is idle (default 5s, as the kernel; negative: only on
+	// Sync, Close and when it grows large).
 	CommitInterval time.Duration
 	// Generation seeds the generation numbers of new inodes (default:
 	// derived from the clock).
@@ -100,6 +101,11 @@ type FS struct {
 	// overlay holds replayed journal blocks of a read-only open.
 	overlay map[uint64][]byte
 	stats   Stats
+
+	// stopCommitter stops the background committer; committerDone is
+	// closed when it is gone.
+	stopCommitter chan struct{}
+	committerDone chan struct{}
 
 	cacheMu sync.Mutex
 	cache   blockCache

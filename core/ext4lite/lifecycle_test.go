@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -344,4 +345,20 @@ func TestPanicsBecomeErrors(t *testing.T) {
 	}
 	fs.Close()
 	mustClean(t, path)
+}
+
+// TestBackgroundCommit: changes reach the journal within the commit
+// interval while the filesystem sits idle.
+func TestBackgroundCommit(t *testing.T) {
+	path := newVolume(t, 64<<20)
+	fs := openWith(t, path, Options{CommitInterval: 50 * time.Millisecond})
+	if _, err := fs.Create(RootIno, "idle", 0o644, Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	abandon(fs)
+	fs = openRW(t, path)
+	if _, err := fs.Lookup(RootIno, "idle"); err != nil {
+		t.Fatalf("change made before an idle spell lost in a crash: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/cleanup"
@@ -96,7 +97,40 @@ func Open(dev blockdev.Device, opts Options) (_ *FS, err error) {
 	if err := fs.startWriting(nextSeq); err != nil {
 		return nil, err
 	}
+	if fs.opts.CommitInterval > 0 {
+		fs.stopCommitter = make(chan struct{})
+		fs.committerDone = make(chan struct{})
+		go fs.committer(fs.stopCommitter)
+	}
 	return fs, nil
+}
+
+// committer commits transactions that grew old while the filesystem was
+// idle, so that changes reach the journal within about CommitInterval
+// even when nothing else happens.
+func (fs *FS) committer(stop <-chan struct{}) {
+	defer close(fs.committerDone)
+	tick := time.NewTicker(fs.opts.CommitInterval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		fs.mu.Lock()
+		if !fs.closed && fs.failed == nil && len(fs.txn.buffers) > 0 && !fs.txn.started.IsZero() &&
+			fs.now().Sub(fs.txn.started) >= fs.opts.CommitInterval {
+			var err error
+			fs.op = opState{}
+			fs.inChange = true
+			if err = fs.commit(); err != nil {
+				fs.failed = err
+			}
+			fs.evictCaches()
+		}
+		fs.mu.Unlock()
+	}
 }
 
 const defaultCommitInterval = 5e9 // 5s, the kernel's default
@@ -251,6 +285,17 @@ func (fs *FS) Fsync(ino Ino) error { return fs.Sync() }
 // closes the device. After a failure Close only closes the device: the
 // image keeps its last committed state.
 func (fs *FS) Close() (err error) {
+	if fs.stopCommitter != nil {
+		// Stop the committer first; it takes fs.mu.
+		fs.mu.Lock()
+		stop := fs.stopCommitter
+		fs.stopCommitter = nil
+		fs.mu.Unlock()
+		if stop != nil {
+			close(stop)
+			<-fs.committerDone
+		}
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	defer func() {
