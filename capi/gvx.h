@@ -87,7 +87,7 @@ int gvx_sandbox_info(uint64_t sandbox, char **info, char **err);
  * gvx_sandbox_exec runs a command in the sandbox and waits for it.
  * request_json keys:
  *   "argv": [string]           required
- *   "env": [string]            replaces the environment (default: the image's)
+ *   "env": [string]            "KEY=VALUE" entries added to the sandbox's environment
  *   "cwd", "user": string
  *   "timeout": number          seconds; the command (not the sandbox) is killed
  * stdin_data/stdin_len is the command's input (NULL: none). On success

@@ -120,7 +120,7 @@ func sandboxInfo(h uint64) (string, error) {
 // execRequest is gvx_sandbox_exec's request_json.
 type execRequest struct {
 	Argv    []string  `json:"argv"`
-	Env     *[]string `json:"env"`
+	Env     []string  `json:"env"`
 	Cwd     string    `json:"cwd"`
 	User    string    `json:"user"`
 	Timeout float64   `json:"timeout"`
@@ -164,12 +164,7 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 		return "", nil, nil, invalid(`request: "timeout" must not be negative`)
 	}
 	opts := &gvx.ExecOptions{Cwd: req.Cwd, User: req.User, Timeout: time.Duration(req.Timeout * float64(time.Second))}
-	if req.Env != nil {
-		opts.Env = *req.Env
-		if opts.Env == nil {
-			opts.Env = []string{}
-		}
-	}
+	opts.Env = req.Env
 	if stdin != nil {
 		opts.Stdin = bytes.NewReader(stdin)
 	}

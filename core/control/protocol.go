@@ -145,7 +145,8 @@ func IsCode(err error, code string) bool {
 // ExecRequest starts a command in the sandbox.
 type ExecRequest struct {
 	Argv []string `json:"argv"`
-	// Env replaces the environment if non-nil; nil means the image's.
+	// Env adds "KEY=VALUE" entries to the sandbox's environment, replacing
+	// variables of the same name, as `docker exec -e` does.
 	Env []string `json:"env,omitempty"`
 	// Cwd is the working directory; "" means the image's.
 	Cwd string `json:"cwd,omitempty"`

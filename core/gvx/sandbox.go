@@ -179,7 +179,7 @@ func (sb *Sandbox) exitCode() (int, error) {
 // ExecOptions tune Exec. The zero value runs with the image's environment,
 // working directory and user, no stdin, output captured.
 type ExecOptions struct {
-	Env     []string // replaces the environment if non-nil
+	Env     []string // "KEY=VALUE" entries added to the sandbox's environment
 	Cwd     string
 	User    string
 	Stdin   io.Reader

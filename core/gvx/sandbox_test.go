@@ -101,9 +101,9 @@ func TestExec(t *testing.T) {
 	if got := strings.TrimSpace(string(res.Stdout)); got != "set bar /tmp 65534:65534" {
 		t.Errorf("env/cwd/user: %q", got)
 	}
-	// The image's environment applies when Env is nil.
-	if res := sh(t, sb, `echo $GVX_TEST`, nil); strings.TrimSpace(string(res.Stdout)) != "1" {
-		t.Errorf("image env: %q", res.Stdout)
+	// Env adds to the image's environment.
+	if res := sh(t, sb, `echo $GVX_TEST $PATH $ADDED`, &ExecOptions{Env: []string{"ADDED=yes"}}); strings.TrimSpace(string(res.Stdout)) != "1 /usr/bin:/bin yes" {
+		t.Errorf("image env plus Env: %q", res.Stdout)
 	}
 	res = sh(t, sb, "tr a-z A-Z", &ExecOptions{Stdin: strings.NewReader("piped input")})
 	if string(res.Stdout) != "PIPED INPUT" {

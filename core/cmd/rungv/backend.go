@@ -43,10 +43,7 @@ func (b *sandboxBackend) Exec(ctx context.Context, req control.ExecRequest, stdi
 	if err != nil {
 		return nil, control.Errorf(control.CodeInvalid, "%v", err)
 	}
-	env := req.Env
-	if env == nil {
-		env = b.defaults.Env
-	}
+	env := mergeEnv(b.defaults.Env, req.Env)
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = b.defaults.Cwd
