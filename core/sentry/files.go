@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,26 +25,42 @@ import (
 // resolving paths (and symlinks) inside the guest's root filesystem, so it
 // can never reach a host file. It works before Start and after lockdown.
 
-// File is a file in the sandbox opened by Sandbox.Open.
+// File is a file in the sandbox opened by Sandbox.Open. Closing the
+// sandbox closes it.
 type File struct {
 	s    *Sandbox
 	name string
-	fd   *vfs.FileDescription
+
+	mu sync.Mutex
+	fd *vfs.FileDescription // nil once closed
 }
 
 // Open opens the regular file at the absolute guest path name for reading.
 func (s *Sandbox) Open(ctx context.Context, name string) (*File, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
 	fd, err := s.openAt(name, linux.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &File{s: s, name: name, fd: fd}, nil
+	f := &File{s: s, name: name, fd: fd}
+	s.mu.Lock()
+	s.files[f] = struct{}{}
+	s.mu.Unlock()
+	return f, nil
 }
 
 // Read implements io.Reader.
 func (f *File) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd == nil {
+		return 0, fs.ErrClosed
 	}
 	n, err := f.fd.Read(f.s.k.SupervisorContext(), usermem.BytesIOSequence(b), vfs.ReadOptions{})
 	if err == io.EOF {
@@ -60,6 +77,11 @@ func (f *File) Read(b []byte) (int, error) {
 
 // Stat returns the file's metadata.
 func (f *File) Stat() (fs.FileInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fd == nil {
+		return nil, fs.ErrClosed
+	}
 	st, err := f.fd.Stat(f.s.k.SupervisorContext(), vfs.StatOptions{Mask: linux.STATX_ALL})
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: f.name, Err: hostError(err)}
@@ -69,11 +91,21 @@ func (f *File) Stat() (fs.FileInfo, error) {
 
 // Close releases the file.
 func (f *File) Close() error {
+	f.s.mu.Lock()
+	delete(f.s.files, f)
+	f.s.mu.Unlock()
+	f.close()
+	return nil
+}
+
+// close drops the file's reference, once.
+func (f *File) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.fd != nil {
 		f.fd.DecRef(f.s.k.SupervisorContext())
 		f.fd = nil
 	}
-	return nil
 }
 
 // ReadFile returns the content of the regular file at the absolute guest
@@ -90,6 +122,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
 // WriteFile writes data to the absolute guest path name as root, creating
 // the file with exactly mode perm (no umask applies) or truncating it.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
 	fd, err := s.openAt(name, linux.O_WRONLY|linux.O_CREAT|linux.O_TRUNC, uint16(perm.Perm()))
 	if err != nil {
 		return err
@@ -109,6 +145,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm 
 // Stat returns the metadata of the file at the absolute guest path name,
 // following symlinks.
 func (s *Sandbox) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
 	kctx, root, err := s.fileRoot(name)
 	if err != nil {
 		return nil, err
@@ -148,18 +188,30 @@ func (s *Sandbox) openAt(name string, flags uint32, mode uint16) (*vfs.FileDescr
 }
 
 // fileRoot checks name and returns the kernel context and the guest's root.
+//
+// Preconditions: the caller holds a use of s (acquire).
 func (s *Sandbox) fileRoot(name string) (gcontext.Context, vfs.VirtualDentry, error) {
 	if !path.IsAbs(name) {
 		return nil, vfs.VirtualDentry{}, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("guest path is not absolute")}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state == stateClosed {
-		return nil, vfs.VirtualDentry{}, ErrClosed
-	}
 	kctx := s.k.SupervisorContext()
 	return kctx, s.mns.Root(kctx), nil
 }
+
+// acquire registers a host-side operation on the kernel, which Close waits
+// for before it releases the kernel.
+func (s *Sandbox) acquire() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateClosed {
+		return ErrClosed
+	}
+	s.users.Add(1)
+	return nil
+}
+
+// release ends an operation registered by acquire.
+func (s *Sandbox) release() { s.users.Done() }
 
 func (s *Sandbox) rootCreds() *auth.Credentials {
 	return auth.NewRootCredentials(s.k.RootUserNamespace())

@@ -73,7 +73,17 @@ func TestFiles(t *testing.T) {
 
 func TestFilesAfterClose(t *testing.T) {
 	s := newSandbox(t, Config{})
+	f, err := s.Open(context.Background(), "/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
+	if _, err := f.Read(make([]byte, 10)); !errors.Is(err, fs.ErrClosed) {
+		t.Errorf("Read of a file open across Close: %v, want fs.ErrClosed", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("File.Close after sandbox Close: %v", err)
+	}
 	if _, err := s.ReadFile(context.Background(), "/etc/passwd"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ReadFile after Close: %v, want ErrClosed", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -228,5 +229,34 @@ func TestInitExitKillsOthers(t *testing.T) {
 	}
 	if _, err := s.Exec(context.Background(), ProcessSpec{Argv: []string{"true"}}); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Exec after init exit: %v, want ErrStopped", err)
+	}
+}
+
+func TestStdoutToRegularFileAppends(t *testing.T) {
+	s := newSandbox(t, Config{})
+	path := t.TempDir() + "/out"
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("before\n") // the offset is now past it, as after a shell's echo
+	in, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	p, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", "echo guest; wc -c >&2"}, Stdin: in, Stdout: f, Stderr: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(); err != nil || st.ExitCode() != 0 {
+		t.Fatalf("%v %v", st, err)
+	}
+	f.WriteString("after\n")
+	host, _ := os.ReadFile("/etc/hostname")
+	got, _ := os.ReadFile(path)
+	if want := fmt.Sprintf("before\nguest\n%d\nafter\n", len(host)); string(got) != want {
+		t.Fatalf("file has %q, want %q", got, want)
 	}
 }

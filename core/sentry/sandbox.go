@@ -53,6 +53,10 @@ type Sandbox struct {
 	state state
 	init  *Process
 	procs map[*Process]struct{}
+	files map[*File]struct{}
+	// users counts host-side operations (file access) in progress; Close
+	// waits for them before it releases the kernel.
+	users sync.WaitGroup
 }
 
 // New creates a sandbox: platform, kernel, root filesystem, standard mounts
@@ -68,7 +72,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := initGlobal(); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), procs: make(map[*Process]struct{})}
+	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
 	if err := claimProcess(s); err != nil {
 		return nil, err
 	}

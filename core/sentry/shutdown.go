@@ -47,7 +47,17 @@ func (s *Sandbox) Close() error {
 	for p := range s.procs {
 		procs = append(procs, p)
 	}
+	files := make([]*File, 0, len(s.files))
+	for f := range s.files {
+		files = append(files, f)
+	}
+	s.files = nil
 	s.mu.Unlock()
+
+	s.users.Wait()
+	for _, f := range files {
+		f.close()
+	}
 
 	ctx := s.k.SupervisorContext()
 	if started {

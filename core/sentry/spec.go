@@ -31,10 +31,12 @@ type ProcessSpec struct {
 	UID, GID  uint32
 	ExtraGIDs []uint32
 
-	// Stdin, Stdout and Stderr are the standard streams. An *os.File is
-	// handed to the guest as a host descriptor (the guest reads and writes
-	// it directly); any other Reader or Writer is connected through a pipe
-	// inside the sandbox. Nil means an empty stdin and discarded output.
+	// Stdin, Stdout and Stderr are the standard streams. An *os.File that
+	// is a pipe, socket or terminal is handed to the guest as a host
+	// descriptor (the guest reads and writes it directly); any other Reader
+	// or Writer, regular files included, is connected through a pipe inside
+	// the sandbox and copied, so a file's offset advances as with a host
+	// process. Nil means an empty stdin and discarded output.
 	//
 	// Importing an *os.File sets O_NONBLOCK on its open file description,
 	// which the caller shares.

@@ -38,11 +38,11 @@ func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec) (*stdio,
 	hostFDs := make(map[int]*fd.FD)
 	defer closeFDs(hostFDs)
 	switch f, isFile := spec.Stdin.(*os.File); {
-	case isFile && f != nil:
+	case isFile && f != nil && !isRegular(f):
 		if err := dupInto(hostFDs, 0, f); err != nil {
 			return nil, err
 		}
-	case isFile || spec.Stdin == nil:
+	case (isFile && f == nil) || spec.Stdin == nil:
 		if err := st.pipeIn(ctx, k, nil); err != nil {
 			return nil, err
 		}
@@ -57,12 +57,12 @@ func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec) (*stdio,
 		}
 		f, isFile := w.(*os.File)
 		switch {
-		case isFile && f != nil:
+		case isFile && f != nil && !isRegular(f):
 			if err := dupInto(hostFDs, guestFD, f); err != nil {
 				return nil, err
 			}
 			continue
-		case isFile || w == nil:
+		case (isFile && f == nil) || w == nil:
 			w = io.Discard
 		}
 		if err := st.pipeOut(ctx, k, int32(guestFD), w); err != nil {
@@ -113,6 +113,16 @@ func importOptions(spec *ProcessSpec, console bool) fdimport.ImportOptions {
 		GID:         auth.KGID(spec.GID),
 		SupportTTYs: true,
 	}
+}
+
+// isRegular reports whether f is a regular file. Those are relayed rather
+// than imported: the Sentry accesses an imported file with pread/pwrite at
+// its own offset, starting at 0, so `cmd >> log` or a shell's `{ ...; } >
+// out` would overwrite what is there and leave the shared offset behind.
+// A relay writes through f, at and advancing the real offset.
+func isRegular(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode().IsRegular()
 }
 
 // dupInto duplicates f's descriptor as the host end of guest descriptor
