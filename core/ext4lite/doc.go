@@ -25,7 +25,8 @@
 //
 // Metadata goes through the JBD2 journal in ordered mode with checksum v3:
 // changes collect in a running transaction, which commits on Sync/Fsync,
-// when it grows large or old, and on Close. File data is written in place
+// when it grows large, when it is older than Options.CommitInterval (from a
+// background goroutine if the filesystem is idle), and on Close. File data is written in place
 // before the commit that makes it reachable. Blocks freed in the running
 // transaction cannot be reused before it commits; freed metadata blocks get
 // revoke records. needs_recovery is set while committed transactions wait in
@@ -33,6 +34,27 @@
 // releases orphaned inodes. Close commits, checkpoints, marks the journal
 // empty and the filesystem clean, and discards blocks freed during the
 // session so image files stay sparse.
+//
+// # Using it from a VFS
+//
+// Inodes are addressed by number (Ino); RootIno is the root directory.
+// ext4lite does no permission checks and no setgid or umask handling: the
+// caller applies them and passes the resulting mode and Owner. Operations
+// stamp ctime/mtime as the kernel does; SetAttr sets times explicitly
+// (nanoseconds; clamped to what the inode can store). A caller that keeps
+// an inode open across an unlink takes a reference with IncRef and drops
+// it with DecRef: the inode then waits on the orphan list, as in the
+// kernel, instead of being freed. An inode number that is no longer in use
+// gives ESTALE. Directory offsets from ReadDir stay valid while the
+// directory changes. Nothing updates atimes on reads (noatime).
+//
+// # Volumes
+//
+// Create makes a sparse image file with mkfs.ext4's defaults; Check checks
+// one (e2fsck -fn when installed, Verify otherwise); Clone makes an O(1)
+// copy (reflink, or a blockdev.Delta over the read-only golden); Flatten
+// turns a delta back into a standalone image; OpenVolume opens an image or
+// a delta.
 //
 // # Errors
 //
