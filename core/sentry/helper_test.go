@@ -2,6 +2,7 @@ package sentry
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -216,9 +217,18 @@ func runLocked() error {
 		return err
 	}
 	tst, _ := tp.Wait()
+	// The output may arrive in more than one read.
+	var ttyOut []byte
 	buf := make([]byte, 256)
-	n, _ := master.Read(buf)
-	fmt.Fprintf(out, "tty code=%d out=%q\n", tst.ExitCode(), buf[:n])
+	master.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for !bytes.Contains(ttyOut, []byte("24 80\r\n")) {
+		n, err := master.Read(buf)
+		ttyOut = append(ttyOut, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	fmt.Fprintf(out, "tty code=%d out=%q\n", tst.ExitCode(), ttyOut)
 	o, st, err := run(sh(`awk 'BEGIN { s = "x"; while (1) s = s s }'`))
 	if err != nil {
 		return err
