@@ -112,6 +112,9 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		trials = 10
 	}
+	if n, _ := strconv.Atoi(os.Getenv("EXT4LITE_SOAK")); n > 0 {
+		trials += 50 * n
+	}
 	base := createVolume(t, 256<<20, MkfsOptions{JournalBlocks: 1024})
 	exe, err := os.Executable()
 	if err != nil {

@@ -20,6 +20,9 @@ type inode struct {
 	// inode with references lives on the orphan list until the last one
 	// goes.
 	refs int
+	// linkable says the inode was made by CreateTmpfile and may get its
+	// first name from Link.
+	linkable bool
 
 	// loadMu guards the lazily loaded fields below when the filesystem is
 	// only read-locked.

@@ -362,3 +362,46 @@ func TestBackgroundCommit(t *testing.T) {
 		t.Fatalf("change made before an idle spell lost in a crash: %v", err)
 	}
 }
+
+// TestTmpfile: O_TMPFILE files are invisible until linked, vanish when
+// dropped, and survive a crash only as orphans to release.
+func TestTmpfile(t *testing.T) {
+	path := newVolume(t, 64<<20)
+	fs := openRW(t, path)
+	before, _ := fs.Statfs()
+	tmp, err := fs.CreateTmpfile(RootIno, 0o600, Owner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.WriteAt(tmp, bytes.Repeat([]byte("t"), 100000), 0)
+	if err := fs.Link(RootIno, "named", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.DecRef(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := fs.Stat(mustLookup(t, fs, RootIno, "named")); st.Nlink != 1 || st.Size != 100000 {
+		t.Fatalf("linked tmpfile: %+v", st)
+	}
+	gone, _ := fs.CreateTmpfile(RootIno, 0o600, Owner{})
+	fs.WriteAt(gone, make([]byte, 50000), 0)
+	fs.DecRef(gone)
+	if _, err := fs.Stat(gone); err == nil {
+		t.Fatal("dropped tmpfile still exists")
+	}
+	crashed, _ := fs.CreateTmpfile(RootIno, 0o600, Owner{})
+	fs.WriteAt(crashed, make([]byte, 50000), 0)
+	fs.Sync()
+	abandon(fs)
+	fs = openRW(t, path)
+	if fs.Stats().Orphans != 1 {
+		t.Fatalf("released %d orphans, want the tmpfile", fs.Stats().Orphans)
+	}
+	fs.Unlink(RootIno, "named")
+	after, _ := fs.Statfs()
+	if after.BlocksFree != before.BlocksFree || after.FilesFree != before.FilesFree {
+		t.Fatalf("space leaked: %+v -> %+v", before, after)
+	}
+	fs.Close()
+	mustClean(t, path)
+}

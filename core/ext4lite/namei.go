@@ -277,6 +277,32 @@ func (fs *FS) newInode(parent *inode, mode uint16, owner Owner) (*inode, error) 
 	return n, nil
 }
 
+// CreateTmpfile makes an unnamed regular file for O_TMPFILE: it holds one
+// reference (DecRef releases the file) and waits on the orphan list until
+// Link gives it a name.
+func (fs *FS) CreateTmpfile(dir Ino, mode uint32, owner Owner) (ino Ino, err error) {
+	if err := fs.lockWrite(); err != nil {
+		return 0, err
+	}
+	defer fs.unlockWrite(&err)
+	p, _, err := fs.parentDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	if fs.freeInodes == 0 {
+		return 0, unix.ENOSPC
+	}
+	n, err := fs.newInode(p, uint16(S_IFREG|mode&permMask), owner)
+	if err != nil {
+		return 0, err
+	}
+	n.raw.SetLinks(0)
+	n.refs = 1
+	n.linkable = true
+	fs.addOrphan(n)
+	return n.ino, nil
+}
+
 // Link makes name in dir another link to inode target.
 func (fs *FS) Link(dir Ino, name string, target Ino) (err error) {
 	if err := checkName(name); err != nil {
@@ -297,7 +323,7 @@ func (fs *FS) Link(dir Ino, name string, target Ino) (err error) {
 	switch {
 	case n.isDir():
 		return unix.EPERM
-	case n.raw.Links() == 0:
+	case n.raw.Links() == 0 && !n.linkable:
 		return unix.ENOENT
 	case n.raw.Links() >= disk.LinkMax:
 		return unix.EMLINK
@@ -310,6 +336,13 @@ func (fs *FS) Link(dir Ino, name string, target Ino) (err error) {
 	}
 	if err := fs.dirAdd(p, d, name, n.ino, disk.FileTypeOfMode(n.raw.Mode())); err != nil {
 		return err
+	}
+	if n.raw.Links() == 0 {
+		// A temporary file gets its first name.
+		if err := fs.removeOrphan(n); err != nil {
+			return err
+		}
+		n.linkable = false
 	}
 	now := fs.nowStamp()
 	n.raw.SetLinks(n.raw.Links() + 1)

@@ -1,7 +1,9 @@
 package ext4lite
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -17,8 +19,15 @@ func TestOracleWorkload(t *testing.T) {
 	if testing.Short() {
 		ops = 3000
 	}
-	for _, seed := range []uint64{1, 2} {
-		t.Run("seed"+string(rune('0'+seed)), func(t *testing.T) {
+	seeds := []uint64{1, 2}
+	// EXT4LITE_SOAK=n runs n more seeds, for soak testing.
+	if n, _ := strconv.Atoi(os.Getenv("EXT4LITE_SOAK")); n > 0 {
+		for s := range n {
+			seeds = append(seeds, uint64(1000+s))
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			runOracle(t, seed, ops)
 		})
 	}
