@@ -3,9 +3,9 @@ package ext4lite
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
