@@ -176,7 +176,9 @@ func runLocked() error {
 		st, err := p.Wait()
 		return b.String(), st, err
 	}
-	for _, script := range []string{"echo hello from a locked host", "exit 1", "kill -9 $$", "cat /etc/gvx-marker", "id -u; cat /proc/1/comm"} {
+	for _, script := range []string{"echo hello from a locked host", "exit 1", "kill -9 $$", "cat /etc/gvx-marker", "id -u; cat /proc/1/comm",
+		"mkdir -p /mnt/x && mount -t tmpfs none /mnt/x && echo m > /mnt/x/f && cat /mnt/x/f",
+		"nc -l -p 9000 > /tmp/got & sleep 0.2; echo net | nc 127.0.0.1 9000; sleep 0.2; cat /tmp/got"} {
 		o, st, err := run(sh(script))
 		if err != nil {
 			return err
@@ -271,13 +273,15 @@ func runColdStart() error {
 	return nil
 }
 
-// runPlatform boots an unlocked sandbox on p and runs a shell.
+// runPlatform boots a locked-down sandbox on p and runs a shell.
 func runPlatform(p Platform) error {
 	img, err := openImage()
 	if err != nil {
 		return err
 	}
-	s, err := New(Config{Image: img, Platform: p, DisableLockdown: true})
+	cfg := Config{Image: img, Platform: p}
+	cfg.Lockdown.TrapViolations = os.Getenv("GVX_SENTRY_TEST_TRAP") != ""
+	s, err := New(cfg)
 	img.Close()
 	if err != nil {
 		return err
