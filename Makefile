@@ -22,9 +22,9 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs
 PY_PACKAGES := pytest mypy
 
-.PHONY: all rungv libgvx deps deps-apt deps-go deps-python test test-go test-python demo bench clean
+.PHONY: all rungv libgvx default-image deps deps-apt deps-go deps-python test test-go test-python demo bench clean
 
-all: rungv libgvx
+all: rungv libgvx default-image
 
 rungv:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BUILD)/rungv ./core/cmd/rungv
@@ -32,6 +32,10 @@ rungv:
 libgvx:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags "$(LDFLAGS)" -o $(BUILD)/libgvx.so ./capi
 	@rm -f $(BUILD)/libgvx.h # cgo's generated header; capi/gvx.h is the contract
+
+# The embedded default image (busybox) that gvx.Sandbox(image=None) runs.
+default-image:
+	@$(GO) run ./core/internal/testimage/mkimage -default $(BUILD)/default-image >/dev/null
 
 deps: deps-apt deps-go deps-python
 

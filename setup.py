@@ -41,10 +41,25 @@ def go_build(out_dir: Path) -> None:
     (out_dir / "libgvx.h").unlink(missing_ok=True)
 
 
+def build_default_image(out_dir: Path) -> None:
+    """The embedded default image (busybox, from Debian's busybox-static)."""
+    if not Path("/bin/busybox").exists():
+        raise SystemExit(
+            "gvx embeds a busybox image built from Debian's busybox-static: "
+            "install it first (apt-get install busybox-static)."
+        )
+    subprocess.run(
+        ["go", "run", "./core/internal/testimage/mkimage", "-default", str(out_dir)],
+        cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+    )
+
+
 class BuildPyWithGo(build_py):
     def run(self) -> None:
         super().run()
-        go_build(Path(self.build_lib) / "gvx" / "_lib")
+        package = Path(self.build_lib) / "gvx"
+        go_build(package / "_lib")
+        build_default_image(package / "_data" / "default-image")
 
 
 class BinaryDistribution(Distribution):

@@ -2,6 +2,12 @@
 
 Each sandbox is one unprivileged ``rungv`` process running gVisor's Sentry
 kernel; this package drives them through ``libgvx``.
+
+>>> import gvx
+>>> with gvx.Sandbox() as sb:
+...     result = sb.exec("echo hello")
+>>> result.stdout
+'hello\\n'
 """
 
 from __future__ import annotations
@@ -9,21 +15,45 @@ from __future__ import annotations
 import ctypes
 
 from . import _ffi
-from .errors import GvxError, InternalError, InvalidArgumentError, LibraryNotFoundError
+from .errors import (
+    ExecError,
+    GvxError,
+    InternalError,
+    InvalidArgumentError,
+    LibraryNotFoundError,
+    NotFoundError,
+    PermissionDeniedError,
+    SandboxClosedError,
+    SandboxStartError,
+    SandboxUnavailableError,
+    TimeoutError,
+)
+from .sandbox import ExecResult, Sandbox, SandboxInfo, default_image, parse_size, rungv_path
 
 __all__ = [
+    "ExecError",
+    "ExecResult",
     "GvxError",
     "InternalError",
     "InvalidArgumentError",
     "LibraryNotFoundError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Sandbox",
+    "SandboxClosedError",
+    "SandboxInfo",
+    "SandboxStartError",
+    "SandboxUnavailableError",
+    "TimeoutError",
+    "default_image",
     "library_version",
+    "parse_size",
+    "rungv_path",
 ]
 
 
 def library_version() -> str:
     """Returns the version of the loaded libgvx."""
     out = ctypes.c_void_p()
-    err = ctypes.c_void_p()
-    status = _ffi.lib().gvx_version(ctypes.byref(out), ctypes.byref(err))
-    _ffi.check(status, err)
+    _ffi.call(_ffi.lib().gvx_version, ctypes.byref(out))
     return _ffi.take_string(out)

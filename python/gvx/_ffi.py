@@ -1,8 +1,11 @@
-"""Loads libgvx and declares the C ABI (capi/gvx.h) for ctypes.
+"""Loads libgvx and declares its C ABI (capi/gvx.h) for ctypes.
 
 The library is found, in order, at ``$GVX_LIBRARY``, next to this package
 (``gvx/_lib/libgvx.so``, where wheels put it), or in the source tree's
 ``build/`` directory (after ``make``).
+
+Every call releases the GIL while it runs (ctypes does that for CDLL
+functions), so long calls block only their own thread.
 """
 
 from __future__ import annotations
@@ -11,33 +14,64 @@ import ctypes
 import os
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, NoReturn, Optional
 
-from .errors import GvxError, InternalError, InvalidArgumentError, LibraryNotFoundError
+from . import errors
 
 GVX_OK = 0
-GVX_E_INVALID = -1
-GVX_E_INTERNAL = -2
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 
+c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
+
+OUTPUT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, c_uint8_p, ctypes.c_size_t)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+
+def package_dir() -> Path:
+    return Path(__file__).resolve().parent
+
+
+def source_build_dir() -> Path:
+    """The source tree's build/ directory (used when running from a checkout)."""
+    return package_dir().parent.parent / "build"
+
 
 def _candidates() -> list[Path]:
-    here = Path(__file__).resolve().parent
     paths = []
     env = os.environ.get("GVX_LIBRARY")
     if env:
         paths.append(Path(env))
-    paths.append(here / "_lib" / "libgvx.so")
-    paths.append(here.parent.parent / "build" / "libgvx.so")
+    paths.append(package_dir() / "_lib" / "libgvx.so")
+    paths.append(source_build_dir() / "libgvx.so")
     return paths
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    lib.gvx_version.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]
-    lib.gvx_version.restype = ctypes.c_int
-    lib.gvx_free.argtypes = [ctypes.c_void_p]
+    vp = ctypes.c_void_p
+    pvp = ctypes.POINTER(ctypes.c_void_p)
+    u64 = ctypes.c_uint64
+    size = ctypes.c_size_t
+    cs = ctypes.c_char_p
+    signatures: dict[str, list[object]] = {
+        "gvx_version": [pvp, pvp],
+        "gvx_sandbox_new": [cs, ctypes.POINTER(u64), pvp],
+        "gvx_sandbox_info": [u64, pvp, pvp],
+        "gvx_sandbox_exec": [u64, cs, c_uint8_p, size, pvp, pvp, ctypes.POINTER(size), pvp, ctypes.POINTER(size), pvp],
+        "gvx_sandbox_exec_stream": [u64, cs, c_uint8_p, size, OUTPUT_FN, vp, pvp, pvp],
+        "gvx_sandbox_read_file": [u64, cs, pvp, ctypes.POINTER(size), pvp],
+        "gvx_sandbox_write_file": [u64, cs, c_uint8_p, size, ctypes.c_uint32, pvp],
+        "gvx_sandbox_signal": [u64, ctypes.c_int, pvp],
+        "gvx_sandbox_wait": [u64, ctypes.POINTER(ctypes.c_int), pvp],
+        "gvx_sandbox_close": [u64, pvp],
+        "gvx_image_pull": [cs, cs, PROGRESS_FN, vp, pvp, pvp],
+    }
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    lib.gvx_free.argtypes = [vp]
     lib.gvx_free.restype = None
 
 
@@ -55,7 +89,7 @@ def lib() -> ctypes.CDLL:
                     _lib = loaded
                     break
             else:
-                raise LibraryNotFoundError(
+                raise errors.LibraryNotFoundError(
                     "libgvx.so not found (looked at: " + ", ".join(tried) + "). "
                     "Install gvx with `pip install .` from the source tree, run `make`, "
                     "or point GVX_LIBRARY at the library."
@@ -73,13 +107,33 @@ def take_string(ptr: ctypes.c_void_p) -> str:
         lib().gvx_free(ptr)
 
 
-def check(status: int, err: ctypes.c_void_p) -> None:
+def take_bytes(ptr: ctypes.c_void_p, length: int) -> bytes:
+    """Copies a buffer libgvx returned and frees it."""
+    if not ptr.value:
+        return b""
+    try:
+        return ctypes.string_at(ptr.value, length)
+    finally:
+        lib().gvx_free(ptr)
+
+
+def raise_for(status: int, err: ctypes.c_void_p) -> NoReturn:
     """Raises the exception for a failed call, freeing the error text."""
-    message = take_string(err)
-    if status == GVX_OK:
-        return
-    if status == GVX_E_INVALID:
-        raise InvalidArgumentError(message)
-    if status == GVX_E_INTERNAL:
-        raise InternalError(message)
-    raise GvxError(f"libgvx error {status}: {message}")
+    raise errors.from_status(status, take_string(err))
+
+
+def call(fn: Callable[..., int], *args: object) -> None:
+    """Calls a libgvx function whose last argument is char **err."""
+    err = ctypes.c_void_p()
+    status = fn(*args, ctypes.byref(err))
+    if status != GVX_OK:
+        raise_for(status, err)
+
+
+def buffer(data: Optional[bytes]) -> tuple[Optional["ctypes._Pointer[ctypes.c_uint8]"], int]:
+    """A read-only view of data for a const uint8_t * argument."""
+    if data is None:
+        return None, 0
+    if not data:
+        return ctypes.cast(ctypes.c_char_p(b""), c_uint8_p), 0
+    return ctypes.cast(ctypes.c_char_p(data), c_uint8_p), len(data)

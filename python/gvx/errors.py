@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .sandbox import ExecResult
+
 
 class GvxError(Exception):
     """Base class of every gvx error."""
@@ -17,3 +23,61 @@ class InvalidArgumentError(GvxError, ValueError):
 
 class InternalError(GvxError):
     """A bug in gvx. Please report the message, which carries a stack trace."""
+
+
+class NotFoundError(GvxError):
+    """No such image, file or command."""
+
+
+class SandboxClosedError(GvxError):
+    """The sandbox was closed; create a new one."""
+
+
+class SandboxUnavailableError(GvxError):
+    """The sandbox exited or cannot be reached; the message carries rungv's last words."""
+
+
+class TimeoutError(GvxError, builtins.TimeoutError):  # noqa: A001 - deliberately shadows the builtin in this module
+    """A deadline passed."""
+
+
+class PermissionDeniedError(GvxError, PermissionError):
+    """Denied inside the sandbox."""
+
+
+class SandboxStartError(GvxError):
+    """The sandbox could not start; the message says why."""
+
+
+class ExecError(GvxError):
+    """A command exited non-zero in ``exec(..., check=True)``; ``result`` has its output."""
+
+    def __init__(self, result: "ExecResult", command: object) -> None:
+        self.result = result
+        self.command = command
+        tail = result.stderr.strip()[-2000:]
+        what = f"killed by signal {result.signal}" if result.signal else f"exited with {result.exit_code}"
+        if result.timed_out:
+            what = "timed out and was killed"
+        message = f"command {command!r} {what}"
+        if tail:
+            message += f"; stderr ends with:\n{tail}"
+        super().__init__(message)
+
+
+_BY_STATUS: dict[int, type[GvxError]] = {
+    -1: InvalidArgumentError,
+    -2: InternalError,
+    -3: NotFoundError,
+    -4: SandboxClosedError,
+    -5: SandboxUnavailableError,
+    -6: TimeoutError,
+    -7: PermissionDeniedError,
+    -8: SandboxStartError,
+}
+
+
+def from_status(status: int, message: str) -> GvxError:
+    """The exception for a libgvx status code."""
+    cls = _BY_STATUS.get(status, GvxError)
+    return cls(message or f"libgvx error {status}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from pathlib import Path
 
 import pytest
 
@@ -21,14 +22,14 @@ def test_library_version_is_the_build_version() -> None:
         assert version
 
 
-def test_invalid_argument_is_reported_not_crashed() -> None:
+def test_null_argument_is_reported_not_crashed() -> None:
     err = ctypes.c_void_p()
     status = _ffi.lib().gvx_version(None, ctypes.byref(err))
     with pytest.raises(gvx.InvalidArgumentError, match="must not be NULL"):
-        _ffi.check(status, err)
+        _ffi.raise_for(status, err)
 
 
-def test_missing_library_says_how_to_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_missing_library_says_how_to_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(_ffi, "_lib", None)
     monkeypatch.setattr(_ffi, "_candidates", lambda: [tmp_path / "nope.so"])
     with pytest.raises(gvx.LibraryNotFoundError, match="GVX_LIBRARY"):

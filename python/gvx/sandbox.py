@@ -1,0 +1,348 @@
+"""Sandboxes: one unprivileged rungv process each, driven through libgvx."""
+
+from __future__ import annotations
+
+import ctypes
+import html
+import json
+import os
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence, Union
+
+from . import _ffi, errors
+
+PathLike = Union[str, "os.PathLike[str]"]
+Command = Union[str, Sequence[str]]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: Union[int, str]) -> int:
+    """Parses 536870912, "512m", "2g", "1.5GiB" into bytes."""
+    if isinstance(value, bool):
+        raise errors.InvalidArgumentError(f"memory={value!r}: give bytes (int) or a size such as '512m'")
+    if isinstance(value, int):
+        if value < 0:
+            raise errors.InvalidArgumentError(f"memory={value}: must not be negative")
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise errors.InvalidArgumentError(f"memory={value!r}: write bytes or a size such as '512m' or '2g'")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _find(what: str, env: str, candidates: Sequence[Path], hint: str) -> Path:
+    override = os.environ.get(env)
+    if override:
+        return Path(override)
+    for path in candidates:
+        if path.exists():
+            return path
+    raise errors.GvxError(f"{what} not found (looked at {', '.join(map(str, candidates))}); {hint}, or set {env}.")
+
+
+def rungv_path() -> Path:
+    """The rungv binary: $GVX_RUNGV, the one in the wheel, or the source tree's build/."""
+    return _find(
+        "rungv",
+        "GVX_RUNGV",
+        [_ffi.package_dir() / "_lib" / "rungv", _ffi.source_build_dir() / "rungv"],
+        "install gvx with `pip install .` or run `make`",
+    )
+
+
+def default_image() -> str:
+    """The embedded default image (busybox): $GVX_DEFAULT_IMAGE, the wheel's, or the source tree's."""
+    override = os.environ.get("GVX_DEFAULT_IMAGE")
+    if override:
+        return override
+    layout = _find(
+        "the default image",
+        "GVX_DEFAULT_IMAGE",
+        [_ffi.package_dir() / "_data" / "default-image", _ffi.source_build_dir() / "default-image"],
+        "install gvx with `pip install .` or run `make`",
+    )
+    return f"oci:{layout}:latest"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command ended. ``stdout``/``stderr`` decode the raw bytes as UTF-8."""
+
+    exit_code: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    duration: float
+    timed_out: bool = False
+    signal: int = 0
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def _repr_html_(self) -> str:
+        color = "#2a7" if self.ok else "#c33"
+        parts = [f"<div><b style='color:{color}'>exit {self.exit_code}</b> in {self.duration * 1000:.1f} ms"]
+        if self.timed_out:
+            parts.append(" (timed out)")
+        parts.append("</div>")
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            if text:
+                parts.append(f"<details open><summary>{name}</summary><pre>{html.escape(text[-20000:])}</pre></details>")
+        return "".join(parts)
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What a sandbox is: its id, the rungv process and the image."""
+
+    id: str
+    pid: int
+    image: str
+    hostname: str
+    platform: str
+    rungv: str
+
+
+def _close_handle(handle: int) -> None:
+    """Closes a sandbox handle, ignoring a handle already closed (finalizer)."""
+    try:
+        _ffi.call(_ffi.lib().gvx_sandbox_close, ctypes.c_uint64(handle))
+    except errors.GvxError:
+        pass
+
+
+def _as_env_list(env: Union[Mapping[str, str], Sequence[str], None], what: str) -> list[str]:
+    if env is None:
+        return []
+    if isinstance(env, Mapping):
+        return [f"{k}={v}" for k, v in env.items()]
+    out = list(env)
+    for e in out:
+        if "=" not in e:
+            raise errors.InvalidArgumentError(f"{what}: {e!r} is not KEY=VALUE")
+    return out
+
+
+class Sandbox:
+    """An isolated, Docker-capable sandbox: one rungv process running gVisor's Sentry.
+
+    ``image=None`` uses the embedded default image (busybox). The sandbox runs an
+    idle init; drive it with :meth:`exec`, :meth:`read_file` and :meth:`write_file`,
+    and :meth:`close` it (or use ``with``). It dies with the Python process.
+
+    >>> with gvx.Sandbox() as sb:
+    ...     print(sb.exec("echo hello").stdout)
+    hello
+    """
+
+    def __init__(
+        self,
+        image: Optional[str] = None,
+        *,
+        env: Union[Mapping[str, str], Sequence[str], None] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+        hostname: Optional[str] = None,
+        memory: Union[int, str, None] = None,
+        cpus: Optional[float] = None,
+        pids_limit: Optional[int] = None,
+        network: str = "none",
+        timeout: Optional[float] = None,
+        platform: str = "auto",
+        cache: Optional[PathLike] = None,
+        rungv: Optional[PathLike] = None,
+        insecure: bool = False,
+    ) -> None:
+        config: dict[str, object] = {
+            "image": image if image is not None else default_image(),
+            "keep_alive": True,
+            "env": _as_env_list(env, "env"),
+            "platform": platform,
+            "network": network,
+            "rungv": str(rungv) if rungv is not None else str(rungv_path()),
+            "insecure": insecure,
+        }
+        if workdir is not None:
+            config["workdir"] = workdir
+        if user is not None:
+            config["user"] = user
+        if hostname is not None:
+            config["hostname"] = hostname
+        if memory is not None:
+            config["memory"] = parse_size(memory)
+        if cpus is not None:
+            config["cpus"] = float(cpus)
+        if pids_limit is not None:
+            config["pids_limit"] = int(pids_limit)
+        if timeout is not None:
+            config["timeout"] = float(timeout)
+        if cache is not None:
+            config["cache"] = os.fspath(cache)
+        handle = ctypes.c_uint64()
+        _ffi.call(_ffi.lib().gvx_sandbox_new, json.dumps(config).encode(), ctypes.byref(handle))
+        self._handle = handle.value
+        self._lock = threading.Lock()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _close_handle, self._handle)
+        self._info: Optional[SandboxInfo] = None
+
+    # Lifecycle.
+
+    def close(self) -> None:
+        """Stops the sandbox and waits for its process. Calling it again does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._finalizer.detach()
+        _close_handle(self._handle)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _h(self) -> ctypes.c_uint64:
+        if self._closed:
+            raise errors.SandboxClosedError("the sandbox is closed; create a new gvx.Sandbox")
+        return ctypes.c_uint64(self._handle)
+
+    # Introspection.
+
+    @property
+    def info(self) -> SandboxInfo:
+        if self._info is None:
+            out = ctypes.c_void_p()
+            _ffi.call(_ffi.lib().gvx_sandbox_info, self._h(), ctypes.byref(out))
+            self._info = SandboxInfo(**json.loads(_ffi.take_string(out)))
+        return self._info
+
+    @property
+    def pid(self) -> int:
+        """The host PID of the sandbox's rungv process."""
+        return self.info.pid
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"pid={self.info.pid}"
+        return f"<gvx.Sandbox {state}>"
+
+    def _repr_html_(self) -> str:
+        if self._closed:
+            return "<b>gvx.Sandbox</b> (closed)"
+        i = self.info
+        return f"<b>gvx.Sandbox</b> {html.escape(i.id)} — rungv pid {i.pid}, image {html.escape(i.image[:19])}…, {html.escape(i.platform)}"
+
+    # Commands.
+
+    def exec(
+        self,
+        cmd: Command,
+        *,
+        timeout: Optional[float] = None,
+        env: Union[Mapping[str, str], Sequence[str], None] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+        stdin: Union[bytes, str, None] = None,
+        check: bool = False,
+        on_output: Optional[Callable[[str, bytes], None]] = None,
+    ) -> ExecResult:
+        """Runs a command and waits for it.
+
+        ``cmd`` is a shell string (run with ``/bin/sh -c``) or an argv list. ``timeout``
+        kills the command, not the sandbox. ``env`` adds variables. ``check=True``
+        raises :class:`gvx.ExecError` on a non-zero exit. ``on_output(stream, data)``
+        receives output as it arrives (``stream`` is ``"stdout"`` or ``"stderr"``);
+        the result then carries no output.
+        """
+        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise errors.InvalidArgumentError(f"cmd={cmd!r}: give a shell string or a non-empty list of strings")
+        request: dict[str, object] = {"argv": argv, "env": _as_env_list(env, "env")}
+        if cwd is not None:
+            request["cwd"] = cwd
+        if user is not None:
+            request["user"] = user
+        if timeout is not None:
+            if timeout < 0:
+                raise errors.InvalidArgumentError(f"timeout={timeout}: must not be negative")
+            request["timeout"] = float(timeout)
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        stdin_ptr, stdin_len = _ffi.buffer(data)
+        lib = _ffi.lib()
+        result = ctypes.c_void_p()
+        if on_output is None:
+            out, err_buf = ctypes.c_void_p(), ctypes.c_void_p()
+            out_len, err_len = ctypes.c_size_t(), ctypes.c_size_t()
+            _ffi.call(
+                lib.gvx_sandbox_exec, self._h(), json.dumps(request).encode(), stdin_ptr, stdin_len,
+                ctypes.byref(result), ctypes.byref(out), ctypes.byref(out_len), ctypes.byref(err_buf), ctypes.byref(err_len),
+            )
+            stdout, stderr = _ffi.take_bytes(out, out_len.value), _ffi.take_bytes(err_buf, err_len.value)
+        else:
+            names = {1: "stdout", 2: "stderr"}
+
+            def deliver(_: Optional[int], stream: int, data_ptr: "ctypes._Pointer[ctypes.c_uint8]", length: int) -> None:
+                on_output(names.get(stream, "stdout"), ctypes.string_at(data_ptr, length))
+
+            callback = _ffi.OUTPUT_FN(deliver)
+            _ffi.call(
+                lib.gvx_sandbox_exec_stream, self._h(), json.dumps(request).encode(), stdin_ptr, stdin_len,
+                callback, None, ctypes.byref(result),
+            )
+            stdout = stderr = b""
+        r = json.loads(_ffi.take_string(result))
+        res = ExecResult(
+            exit_code=r["exit_code"], stdout_bytes=stdout, stderr_bytes=stderr, duration=r["duration"],
+            timed_out=r.get("timed_out", False), signal=r.get("signal", 0),
+        )
+        if check and not res.ok:
+            raise errors.ExecError(res, cmd)
+        return res
+
+    # Files.
+
+    def read_file(self, path: str) -> bytes:
+        """Returns the content of a file in the sandbox."""
+        data, length = ctypes.c_void_p(), ctypes.c_size_t()
+        _ffi.call(_ffi.lib().gvx_sandbox_read_file, self._h(), path.encode(), ctypes.byref(data), ctypes.byref(length))
+        return _ffi.take_bytes(data, length.value)
+
+    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
+        """Creates or replaces a file in the sandbox."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        ptr, length = _ffi.buffer(raw)
+        _ffi.call(_ffi.lib().gvx_sandbox_write_file, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode))
+
+    def upload(self, local: PathLike, remote: str, mode: Optional[int] = None) -> None:
+        """Copies a host file into the sandbox (keeping its permission bits unless ``mode`` is given)."""
+        p = Path(local)
+        self.write_file(remote, p.read_bytes(), mode if mode is not None else p.stat().st_mode & 0o7777)
+
+    def download(self, remote: str, local: PathLike) -> None:
+        """Copies a file out of the sandbox."""
+        Path(local).write_bytes(self.read_file(remote))
+
+    # Signals.
+
+    def signal(self, sig: int) -> None:
+        """Sends a signal to the sandbox's init process."""
+        _ffi.call(_ffi.lib().gvx_sandbox_signal, self._h(), int(sig))

@@ -1,0 +1,49 @@
+"""Shared fixtures: a private image cache, and helpers to look at processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every test session converts images into its own cache."""
+    cache = tmp_path_factory.mktemp("gvx-cache")
+    old = os.environ.get("GVX_CACHE")
+    os.environ["GVX_CACHE"] = str(cache)
+    yield cache
+    if old is None:
+        del os.environ["GVX_CACHE"]
+    else:
+        os.environ["GVX_CACHE"] = old
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct child processes of pid."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def open_fds() -> set[str]:
+    """This process's open descriptors, as 'fd -> target'."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+        except OSError:
+            pass
+    return out

@@ -1,0 +1,169 @@
+"""gvx.Sandbox against real sandboxes: rungv, the Sentry, the default image."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import gvx
+from conftest import children_of, open_fds
+
+
+@pytest.fixture
+def sb() -> "gvx.Sandbox":
+    with gvx.Sandbox() as s:
+        yield s
+
+
+def test_exec_results(sb: gvx.Sandbox) -> None:
+    r = sb.exec("echo out; echo err >&2; exit 3")
+    assert (r.exit_code, r.stdout, r.stderr) == (3, "out\n", "err\n")
+    assert not r.ok and r.duration > 0 and not r.timed_out
+    r = sb.exec(["sh", "-c", 'echo "$A $(pwd) $(id -u)"'], env={"A": "1"}, cwd="/tmp", user="65534")
+    assert r.stdout == "1 /tmp 65534\n"
+    assert sb.exec("cat", stdin="piped").stdout == "piped"
+    assert sb.exec("kill -9 $$").exit_code == 137
+    with pytest.raises(gvx.ExecError, match="exited with 4") as e:
+        sb.exec("echo bad >&2; exit 4", check=True)
+    assert e.value.result.stderr == "bad\n"
+    with pytest.raises(gvx.NotFoundError, match="no-such-cmd"):
+        sb.exec(["no-such-cmd"])
+
+
+def test_streamed_output(sb: gvx.Sandbox) -> None:
+    chunks: list[tuple[str, bytes]] = []
+    r = sb.exec("echo one; sleep 0.1; echo two >&2", on_output=lambda s, d: chunks.append((s, d)))
+    assert r.exit_code == 0
+    assert ("stdout", b"one\n") in chunks and ("stderr", b"two\n") in chunks
+
+
+def test_timeout_kills_the_command_not_the_sandbox(sb: gvx.Sandbox) -> None:
+    r = sb.exec("sleep 30", timeout=0.3)
+    assert r.timed_out and r.exit_code == 137 and not r.ok
+    assert sb.exec("echo alive").stdout == "alive\n"
+
+
+def test_files(sb: gvx.Sandbox, tmp_path: Path) -> None:
+    sb.write_file("/tmp/a.txt", "hello file\n", mode=0o600)
+    assert sb.read_file("/tmp/a.txt") == b"hello file\n"
+    assert sb.exec("stat -c %a /tmp/a.txt").stdout == "600\n"
+    blob = os.urandom(3 << 20)
+    local = tmp_path / "blob"
+    local.write_bytes(blob)
+    sb.upload(local, "/tmp/blob")
+    sb.download("/tmp/blob", tmp_path / "back")
+    assert (tmp_path / "back").read_bytes() == blob
+    with pytest.raises(gvx.NotFoundError):
+        sb.read_file("/no/such/file")
+
+
+def test_100_threads_share_one_sandbox(sb: gvx.Sandbox) -> None:
+    def one(i: int) -> str:
+        return sb.exec(["sh", "-c", "echo $0", str(i)]).stdout
+
+    with ThreadPoolExecutor(max_workers=100) as pool:
+        outs = list(pool.map(one, range(100)))
+    assert outs == [f"{i}\n" for i in range(100)]
+
+
+def test_8_sandboxes_at_once() -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        boxes = list(pool.map(lambda _: gvx.Sandbox(hostname="box"), range(8)))
+    try:
+        pids = {b.pid for b in boxes}
+        assert len(pids) == 8
+        outs = list(ThreadPoolExecutor(8).map(lambda b: b.exec("hostname; echo $$").stdout, boxes))
+        assert all(o.startswith("box\n") for o in outs)
+    finally:
+        for b in boxes:
+            b.close()
+
+
+def test_close_is_idempotent_and_final() -> None:
+    fds_before = open_fds()
+    sb = gvx.Sandbox()
+    pid = sb.pid
+    assert pid in children_of(os.getpid())
+    sb.close()
+    sb.close()
+    assert sb.closed
+    with pytest.raises(gvx.SandboxClosedError, match="create a new"):
+        sb.exec("true")
+    assert pid not in children_of(os.getpid())
+    assert open_fds() == fds_before
+
+
+def test_garbage_collection_closes() -> None:
+    sb = gvx.Sandbox()
+    pid = sb.pid
+    del sb
+    import gc
+
+    gc.collect()
+    deadline = time.time() + 10
+    while pid in children_of(os.getpid()) and time.time() < deadline:
+        time.sleep(0.05)
+    assert pid not in children_of(os.getpid())
+
+
+def test_bad_arguments_say_how_to_fix() -> None:
+    with pytest.raises(gvx.InvalidArgumentError, match="512m"):
+        gvx.Sandbox(memory="lots")
+    with pytest.raises(gvx.InvalidArgumentError, match="network"):
+        gvx.Sandbox(network="host")
+    with pytest.raises(gvx.SandboxStartError, match="no such file"):
+        gvx.Sandbox("oci:/nonexistent/layout")
+
+
+def _spawned_worker(q: "multiprocessing.Queue[str]") -> None:
+    with gvx.Sandbox() as sb:
+        q.put(sb.exec("echo from a spawned process").stdout)
+
+
+def test_multiprocessing_spawn() -> None:
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_spawned_worker, args=(q,))
+    p.start()
+    assert q.get(timeout=60) == "from a spawned process\n"
+    p.join(30)
+    assert p.exitcode == 0
+
+
+def test_no_orphans_after_kill_9() -> None:
+    script = textwrap.dedent(
+        """
+        import gvx, sys, time
+        sbs = [gvx.Sandbox() for _ in range(2)]
+        print(" ".join(str(s.pid) for s in sbs), flush=True)
+        time.sleep(600)
+        """
+    )
+    env = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True)
+    assert proc.stdout is not None
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    alive = pids
+    while alive and time.time() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[1][:3]]
+        time.sleep(0.05)
+    assert not alive, f"rungv processes {alive} outlived the killed Python process"
+
+
+def test_repr(sb: gvx.Sandbox) -> None:
+    assert f"pid={sb.pid}" in repr(sb)
+    assert "gvx.Sandbox" in sb._repr_html_()
+    assert "exit 0" in sb.exec("true")._repr_html_()
