@@ -151,6 +151,17 @@ func TestOwnJournalReplayedByOthers(t *testing.T) {
 		}
 	}
 
+	// ext4lite replays it in memory for a read-only open, leaving the
+	// image alone.
+	sum := fileSum(t, path)
+	ro := openRO(t, path)
+	w.fs = ro
+	w.verifyFS(ro)
+	ro.Close()
+	if fileSum(t, path) != sum {
+		t.Fatal("a read-only open changed the image")
+	}
+
 	// ext4lite replays it.
 	fs = openRW(t, path)
 	if fs.Stats().Replayed == 0 {
