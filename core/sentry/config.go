@@ -71,6 +71,12 @@ type Config struct {
 	// executables.
 	AllowSUID bool
 
+	// NFTables gives every network stack of the sandbox gVisor's nftables
+	// and lets the guest program it over netlink (Docker's iptables-nft
+	// needs it). gVisor marks its nftables as not yet thread-safe. Enabling
+	// it is process-wide and cannot be undone.
+	NFTables bool
+
 	// ConfigureNetwork, if set, is called with the root network stack after
 	// the loopback interface is up and before any guest code runs. It is the
 	// hook for adding NICs (eth0, NAT) to the sandbox. Network namespaces

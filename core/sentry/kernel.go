@@ -16,6 +16,7 @@ import (
 	sentrytime "gvisor.dev/gvisor/pkg/sentry/time"
 	"gvisor.dev/gvisor/pkg/sentry/usage"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
+	"gvisor.dev/gvisor/pkg/tcpip/nftables"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
@@ -40,7 +41,12 @@ func newKernel(c Config, plat platform.Platform, mf *pgalloc.MemoryFile) (*kerne
 	tk.SetClocks(sentrytime.NewCalibratedClocks(false /* monotonicRawEnabled */), params)
 
 	userns := auth.NewRootUserNamespace()
-	creator := &netstackCreator{clock: tk, ids: k, netRaw: c.NetRaw}
+	if c.NFTables {
+		// Process-wide and irreversible: the netlink netfilter protocol
+		// consults the same flag.
+		nftables.EnableNFTables()
+	}
+	creator := &netstackCreator{clock: tk, ids: k, netRaw: c.NetRaw, nftables: c.NFTables}
 	rootStack, err := creator.newStack()
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,9 @@ package sentry
 import (
 	"strings"
 	"testing"
+
+	"gvisor.dev/gvisor/pkg/sentry/inet"
+	"gvisor.dev/gvisor/pkg/sentry/socket/netstack"
 )
 
 func TestStandardMounts(t *testing.T) {
@@ -115,5 +118,19 @@ func TestNetworkNamespaceGetsLoopback(t *testing.T) {
 	r := startAndWait(t, s, sh(`unshare -n sh -c 'ip -o link show | cut -d: -f2 | tr -d " "; ip addr show lo | grep -c "inet 127.0.0.1"'`))
 	if r.status.ExitCode() != 0 || r.stdout != "lo\n1\n" {
 		t.Fatalf("%v %q %q", r.status, r.stdout, r.stderr)
+	}
+}
+
+func TestNFTables(t *testing.T) {
+	s := newSandbox(t, Config{NFTables: true})
+	root := s.k.RootNetworkNamespace().Stack().(*netstack.Stack).Stack
+	if root.NFTables() == nil {
+		t.Fatal("the root stack has no nftables")
+	}
+	// A namespace as unshare(CLONE_NEWNET) makes it, through our creator.
+	ns := inet.NewNamespace(s.k.RootNetworkNamespace(), s.k.RootUserNamespace())
+	defer ns.Destroy(s.k.SupervisorContext())
+	if ns.Stack().(*netstack.Stack).Stack.NFTables() == nil {
+		t.Fatal("a guest network namespace's stack has no nftables")
 	}
 }

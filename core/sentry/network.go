@@ -14,6 +14,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/nftables"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/raw"
@@ -26,9 +27,10 @@ import (
 //
 // netstackCreator implements inet.NetworkStackCreator.
 type netstackCreator struct {
-	clock  tcpip.Clock
-	ids    uniqueid.Provider
-	netRaw bool
+	clock    tcpip.Clock
+	ids      uniqueid.Provider
+	netRaw   bool
+	nftables bool
 }
 
 var _ inet.NetworkStackCreator = (*netstackCreator)(nil)
@@ -65,6 +67,9 @@ func (c *netstackCreator) newStack() (*netstack.Stack, error) {
 		opts.RawFactory = raw.EndpointFactory{}
 	}
 	s := netstack.NewStack(stack.New(opts), c.ids.UniqueID())
+	if c.nftables {
+		s.Stack.SetNFTables(nftables.NewNFTables(s.Stack, c.clock, s.Stack.SecureRNG()))
+	}
 
 	sack := tcpip.TCPSACKEnabled(true)
 	if err := s.Stack.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); err != nil {
