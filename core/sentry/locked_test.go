@@ -86,6 +86,19 @@ func TestKill9LeavesNothing(t *testing.T) {
 	if len(stubs) == 0 {
 		t.Fatal("the sandbox process has no child processes; expected systrap stubs")
 	}
+	// The sandbox holds no host file of its own: guest memory is in
+	// anonymous memfds, and the only file is the image.
+	for _, target := range openFiles(cmd.Process.Pid) {
+		switch {
+		case !strings.HasPrefix(target, "/"), strings.HasPrefix(target, "/memfd:"):
+			// pipes, sockets, anon inodes, memfds
+		case target == imagePath, target == "/dev/null":
+		case strings.HasPrefix(target, "/sys/fs/cgroup/"):
+			// The Go runtime's cgroup-aware GOMAXPROCS, read-only.
+		default:
+			t.Errorf("the sandbox process holds host file %s", target)
+		}
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	deadline := time.Now().Add(5 * time.Second)
@@ -160,4 +173,17 @@ func parentOf(pid int) (int, bool) {
 func processAlive(pid int) bool {
 	f := statFields(pid)
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// openFiles returns the targets of pid's open descriptors.
+func openFiles(pid int) []string {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if target, err := os.Readlink(dir + "/" + e.Name()); err == nil {
+			out = append(out, target)
+		}
+	}
+	return out
 }
