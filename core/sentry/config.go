@@ -44,7 +44,9 @@ type Config struct {
 	// Hostname is the guest's hostname; empty means "sandbox".
 	Hostname string
 
-	// CPUs is the number of CPUs the guest sees; 0 means the host's count.
+	// CPUs is the number of CPUs the guest sees (nproc, /proc/cpuinfo,
+	// sched_getaffinity); it does not limit CPU time. 0 means the host's
+	// count.
 	CPUs int
 
 	// MemoryLimit is the sandbox's total memory in bytes: guest processes,
