@@ -187,8 +187,7 @@ func (fs *FS) lockWrite() error {
 }
 
 // unlockWrite ends a change: on a fatal error the filesystem fails;
-// otherwise dirty inodes and group descriptors are written into their
-// blocks and the transaction may commit.
+// otherwise the transaction may commit.
 func (fs *FS) unlockWrite(errp *error) {
 	defer fs.mu.Unlock()
 	defer fs.evictCaches()
@@ -208,13 +207,9 @@ func (fs *FS) unlockWrite(errp *error) {
 		fs.failed = err
 		return
 	}
-	if err := fs.flushObjects(); err != nil {
-		fs.failed = err
-		if *errp == nil {
-			*errp = err
-		}
-		return
-	}
+	// Dirty inodes, group descriptors and the superblock stay in memory
+	// until the commit writes them into their blocks (with checksums) once
+	// for all the changes of the transaction.
 	if err := fs.maybeCommit(); err != nil {
 		fs.failed = err
 		if *errp == nil {

@@ -167,16 +167,29 @@ func (fs *FS) maxCheckpointBlocks() int {
 	return min(fs.journal.Capacity()/2, 16384)
 }
 
+// txnEmpty reports whether the running transaction holds no change.
+func (fs *FS) txnEmpty() bool {
+	return len(fs.txn.buffers) == 0 && len(fs.dirtyInodes) == 0 && len(fs.dirtyGrp) == 0 &&
+		!fs.sbDirty && fs.txn.pendingFreeCount == 0
+}
+
+// txnBlocks bounds the blocks the running transaction will journal: its
+// buffers, plus the inode table and descriptor blocks the commit will
+// write dirty inodes and groups into.
+func (fs *FS) txnBlocks() int {
+	return len(fs.txn.buffers) + len(fs.dirtyInodes) + 2*len(fs.dirtyGrp) + 1
+}
+
 // maybeCommit commits the running transaction if it is large or old.
 func (fs *FS) maybeCommit() error {
-	if len(fs.txn.buffers) == 0 {
+	if fs.txnEmpty() {
 		return nil
 	}
 	if fs.txn.started.IsZero() {
 		fs.txn.started = fs.now()
 	}
 	interval := fs.opts.CommitInterval
-	if len(fs.txn.buffers) >= fs.maxTxnBlocks() || interval >= 0 && fs.now().Sub(fs.txn.started) >= interval {
+	if fs.txnBlocks() >= fs.maxTxnBlocks() || interval >= 0 && fs.now().Sub(fs.txn.started) >= interval {
 		return fs.commit()
 	}
 	return nil

@@ -119,7 +119,7 @@ func (fs *FS) committer(stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		fs.mu.Lock()
-		if !fs.closed && fs.failed == nil && len(fs.txn.buffers) > 0 && !fs.txn.started.IsZero() &&
+		if !fs.closed && fs.failed == nil && !fs.txnEmpty() && !fs.txn.started.IsZero() &&
 			fs.now().Sub(fs.txn.started) >= fs.opts.CommitInterval {
 			var err error
 			fs.op = opState{}
