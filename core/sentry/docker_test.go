@@ -37,12 +37,11 @@ func TestInsideUnprivilegedDocker(t *testing.T) {
 		}
 		image = ids[0]
 	}
-	dir, err := os.MkdirTemp("", "gvx-docker-")
+	dir, err := tempDir("docker")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
 	self, _ := os.Executable()
 	for src, dst := range map[string]string{self: "sentry.test", imagePath: "busybox.erofs"} {
 		data, err := os.ReadFile(src)

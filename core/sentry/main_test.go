@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,23 +35,51 @@ func runTests(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "SKIP core/sentry tests: %s\n", reason)
 		return 0
 	}
-	dir, err := os.MkdirTemp("", "gvx-sentry-test-")
+	removeStaleTempDirs()
+	dir, err := tempDir("image")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	// The unprivileged helper (uid 65534) must reach the image.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	imagePath = filepath.Join(dir, "busybox.erofs")
 	if err := testimage.Build(imagePath, testimage.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
+}
+
+// tempDirPrefix starts the names of the host directories the tests create
+// outside t.TempDir (they must be reachable by uid 65534 or a container);
+// the creating process's ID follows, so a later run can remove what a
+// crashed or timed-out run left behind.
+const tempDirPrefix = "gvx-sentry-test-"
+
+// tempDir creates a world-readable directory for this process.
+func tempDir(what string) (string, error) {
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", tempDirPrefix, os.Getpid(), what))
+	if err != nil {
+		return "", err
+	}
+	return dir, os.Chmod(dir, 0o755)
+}
+
+// removeStaleTempDirs removes the directories of test processes that no
+// longer exist.
+func removeStaleTempDirs() {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), tempDirPrefix+"*"))
+	for _, m := range matches {
+		rest := strings.TrimPrefix(filepath.Base(m), tempDirPrefix)
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.RemoveAll(m)
+		}
+	}
 }
 
 // newSandbox boots a sandbox for t, without host lockdown (the test process

@@ -28,14 +28,11 @@ func TestUnprivileged(t *testing.T) {
 		t.Skip("needs root to drop to uid 65534; this run is already unprivileged")
 	}
 	// The test binary must be reachable by nobody.
-	dir, err := os.MkdirTemp("", "gvx-unpriv-")
+	dir, err := tempDir("unpriv")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
