@@ -47,10 +47,12 @@ func (fs *FS) Fallocate(ino Ino, mode uint32, off, length int64) (err error) {
 	bs := int64(fs.geo.blockSize)
 	first := uint64((off + bs - 1) / bs) // first whole block
 	last := uint64((off + length) / bs)  // end of whole blocks
-	need := treeSlack(0) + m.treeBlocks()
+	var holes uint64
 	if mode&FallocPunchHole == 0 {
-		need += m.holes(uint64(off/bs), uint64((off+length+bs-1)/bs))
+		holes = m.holes(uint64(off/bs), uint64((off+length+bs-1)/bs))
 	}
+	// Fragmented free space can turn every new block into an extent.
+	need := holes + treeSlack(holes) + m.treeBlocks()
 	if err := fs.reserveBlocks(need); err != nil {
 		return err
 	}
@@ -62,16 +64,21 @@ func (fs *FS) Fallocate(ino Ino, mode uint32, off, length int64) (err error) {
 		if err := fs.zeroPartial(m, off, length); err != nil {
 			return err
 		}
-		if first < last {
-			var count int64
-			for _, r := range m.remove(first, last) {
-				if err := fs.freeBlockRange(r.start, r.n); err != nil {
-					return err
-				}
-				count += int64(r.n)
+	}
+	switch {
+	case mode&FallocPunchHole != 0 && first < last:
+		var count int64
+		for _, r := range m.remove(first, last) {
+			if err := fs.freeBlockRange(r.start, r.n); err != nil {
+				return err
 			}
-			fs.addBlocks(n, -count)
+			count += int64(r.n)
 		}
+		fs.addBlocks(n, -count)
+	case mode&FallocZeroRange != 0 && first < last:
+		// Like the kernel: written blocks become unwritten in place, so
+		// zeroing needs no free space for them.
+		m.setUninit(first, last)
 	}
 	if mode&FallocPunchHole == 0 {
 		// Allocate unwritten extents over the holes. With ZERO_RANGE the

@@ -114,8 +114,9 @@ func (fs *FS) readMapped(n *inode, p []byte, off int64) error {
 	return nil
 }
 
-// WriteAt writes file data. Writing past the end extends the file; a
-// short count comes with ENOSPC when the filesystem fills up.
+// WriteAt writes file data. Writing past the end extends the file. When
+// the filesystem fills up, what fits is written and the short count comes
+// with ENOSPC.
 func (fs *FS) WriteAt(ino Ino, p []byte, off int64) (written int, err error) {
 	if off < 0 {
 		return 0, unix.EINVAL
@@ -144,6 +145,7 @@ func (fs *FS) WriteAt(ino Ino, p []byte, off int64) (written int, err error) {
 	if err != nil {
 		return 0, err
 	}
+	want := len(p)
 	p, err = fs.fitWrite(m, p, off)
 	if err != nil {
 		return 0, err
@@ -170,6 +172,10 @@ func (fs *FS) WriteAt(ino Ino, p []byte, off int64) (written int, err error) {
 	n.raw.SetMtime(now)
 	n.raw.SetCtime(now)
 	fs.markDirty(n)
+	if len(p) < want {
+		// io.WriterAt: a short count comes with an error.
+		return len(p), unix.ENOSPC
+	}
 	return len(p), nil
 }
 

@@ -188,8 +188,17 @@ func (m *fileMap) replace(i, j int, repl []disk.Extent) {
 }
 
 // setInit marks the mapped blocks of [start, end) initialized, returning
-// the physical runs that were uninitialized.
-func (m *fileMap) setInit(start, end uint64) []blockRange {
+// the physical runs that were unwritten.
+func (m *fileMap) setInit(start, end uint64) []blockRange { return m.setState(start, end, false) }
+
+// setUninit marks the mapped blocks of [start, end) unwritten (they read
+// as zeros), returning the physical runs that were written.
+func (m *fileMap) setUninit(start, end uint64) []blockRange { return m.setState(start, end, true) }
+
+// setState sets the unwritten state of the mapped blocks in [start, end),
+// splitting extents at the range ends, and returns the physical runs that
+// changed.
+func (m *fileMap) setState(start, end uint64, uninit bool) []blockRange {
 	i, _ := m.find(start)
 	j := i
 	var conv []blockRange
@@ -198,7 +207,7 @@ func (m *fileMap) setInit(start, end uint64) []blockRange {
 	for j < len(m.exts) && uint64(m.exts[j].Logical) < end {
 		e := m.exts[j]
 		j++
-		if !e.Uninit {
+		if e.Uninit == uninit {
 			repl = append(repl, e)
 			continue
 		}
@@ -209,8 +218,18 @@ func (m *fileMap) setInit(start, end uint64) []blockRange {
 			head.Len = uint32(os - uint64(e.Logical))
 			repl = append(repl, head)
 		}
-		mid := disk.Extent{Logical: uint32(os), Len: uint32(oe - os), Physical: e.Physical + (os - uint64(e.Logical))}
-		conv = append(conv, blockRange{mid.Physical, uint64(mid.Len)})
+		mid := disk.Extent{Logical: uint32(os), Len: uint32(oe - os), Physical: e.Physical + (os - uint64(e.Logical)), Uninit: uninit}
+		for mid.Len > maxExtentLen(uninit) {
+			// An initialized extent can be one block longer than an
+			// unwritten one.
+			part := mid
+			part.Len = maxExtentLen(uninit)
+			repl = append(repl, part)
+			mid.Logical += part.Len
+			mid.Physical += uint64(part.Len)
+			mid.Len -= part.Len
+		}
+		conv = append(conv, blockRange{e.Physical + (os - uint64(e.Logical)), oe - os})
 		repl = append(repl, mid)
 		if oe < e.End() {
 			tail := e

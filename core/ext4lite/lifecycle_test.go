@@ -405,3 +405,43 @@ func TestTmpfile(t *testing.T) {
 	fs.Close()
 	mustClean(t, path)
 }
+
+// TestNoSpaceWorkload runs the random workload on a filesystem too small
+// for it: every change may meet ENOSPC and must then change nothing (or,
+// for writes, write a prefix), and the image stays consistent.
+func TestNoSpaceWorkload(t *testing.T) {
+	seeds := []uint64{31, 32}
+	if n, _ := strconv.Atoi(os.Getenv("EXT4LITE_SOAK")); n > 0 {
+		for s := range 4 * n {
+			seeds = append(seeds, uint64(3000+s))
+		}
+	}
+	for _, seed := range seeds {
+		path := newVolume(t, 16<<20)
+		fs := openRW(t, path)
+		w := newWorkload(t, fs, seed)
+		w.allowNoSpace = true
+		w.paranoid = true
+		for i := range 4000 {
+			w.step()
+			if i%1000 == 999 {
+				fs.Close()
+				fs = openRW(t, path)
+				w.fs = fs
+			}
+		}
+		nospc := 0
+		for k, v := range w.failed {
+			if strings.HasSuffix(k, "-nospc") {
+				nospc += v
+			}
+		}
+		if nospc < 50 {
+			t.Fatalf("seed %d: only %d changes met ENOSPC; the test does not test", seed, nospc)
+		}
+		t.Logf("seed %d: %d changes met ENOSPC", seed, nospc)
+		w.verifyFS(fs)
+		fs.Close()
+		mustClean(t, path)
+	}
+}

@@ -49,6 +49,28 @@ type workload struct {
 	files  []*mnode
 	ops    map[string]int
 	failed map[string]int
+	// allowNoSpace makes ENOSPC an expected outcome of any change.
+	allowNoSpace bool
+	// paranoid reads a file back after each change to its data.
+	paranoid bool
+}
+
+// checkData reads regular file n back and compares it with the model.
+func (w *workload) checkData(op string, n *mnode) {
+	if !w.paranoid {
+		return
+	}
+	w.t.Helper()
+	got := make([]byte, len(n.data)+1)
+	c, err := w.fs.ReadAt(n.ino, got, 0)
+	if err != io.EOF || c != len(n.data) {
+		w.t.Fatalf("op %d %s: read back %d of %d bytes: %v", w.total(), op, c, len(n.data), err)
+	}
+	for i := range n.data {
+		if got[i] != n.data[i] {
+			w.t.Fatalf("op %d %s: byte %d of %d differs", w.total(), op, i, len(n.data))
+		}
+	}
 }
 
 func newWorkload(t testing.TB, fs *FS, seed uint64) *workload {
@@ -125,6 +147,10 @@ func (w *workload) randEntry(wantDir bool) (*mnode, string, *mnode) {
 
 func (w *workload) check(op string, err error) bool {
 	w.t.Helper()
+	if err != nil && w.allowNoSpace && errors.Is(err, unix.ENOSPC) {
+		w.failed[op+"-nospc"]++
+		return false
+	}
 	if err != nil {
 		w.t.Fatalf("op %d %s: %v", w.total(), op, err)
 	}
@@ -209,7 +235,9 @@ func (w *workload) create() {
 		w.expect("create", err, unix.EEXIST)
 		return
 	}
-	w.check("create", err)
+	if !w.check("create", err) {
+		return
+	}
 	d.mtime = nil
 	n := &mnode{ino: ino, mode: S_IFREG | mode, uid: 0, gid: 100, nlink: 1, xattrs: map[string][]byte{}}
 	st, _ := w.fs.Stat(ino)
@@ -225,7 +253,9 @@ func (w *workload) mkdir() {
 		w.expect("mkdir", err, unix.EEXIST)
 		return
 	}
-	w.check("mkdir", err)
+	if !w.check("mkdir", err) {
+		return
+	}
 	d.mtime = nil
 	n := &mnode{ino: ino, mode: S_IFDIR | 0o755, kids: map[string]*mnode{}, parent: d, xattrs: map[string][]byte{}}
 	d.kids[name] = n
@@ -263,15 +293,20 @@ func (w *workload) write() {
 	}
 	data := w.content(size)
 	c, err := w.fs.WriteAt(n.ino, data, int64(off))
-	w.check("write", err)
-	if c != size {
-		w.t.Fatalf("short write %d of %d", c, size)
+	if !w.check("write", err) {
+		if c == 0 {
+			return
+		}
+		data = data[:c] // a short write: what fit is written
+	} else if c != size {
+		w.t.Fatalf("short write %d of %d without an error", c, size)
 	}
-	if end := off + size; end > len(n.data) {
+	if end := off + len(data); end > len(n.data) {
 		n.data = append(n.data, make([]byte, end-len(n.data))...)
 	}
 	copy(n.data[off:], data)
 	n.mtime = nil
+	w.checkData(fmt.Sprintf("write %d+%d", off, len(data)), n)
 }
 
 func (w *workload) truncate() {
@@ -283,13 +318,16 @@ func (w *workload) truncate() {
 	if w.rng.IntN(4) == 0 {
 		size = 0
 	}
-	w.check("truncate", w.fs.Truncate(n.ino, int64(size)))
+	if !w.check("truncate", w.fs.Truncate(n.ino, int64(size))) {
+		return
+	}
 	n.mtime = nil
 	if size < len(n.data) {
 		n.data = n.data[:size]
 	} else {
 		n.data = append(n.data, make([]byte, size-len(n.data))...)
 	}
+	w.checkData(fmt.Sprintf("truncate %d", size), n)
 }
 
 func (w *workload) fallocate() {
@@ -302,18 +340,27 @@ func (w *workload) fallocate() {
 	n.mtime = nil
 	switch w.rng.IntN(3) {
 	case 0:
-		w.check("punch", w.fs.Fallocate(n.ino, FallocPunchHole|FallocKeepSize, int64(off), int64(length)))
+		if !w.check("punch", w.fs.Fallocate(n.ino, FallocPunchHole|FallocKeepSize, int64(off), int64(length))) {
+			return
+		}
 		end := min(off+length, len(n.data))
 		clear(n.data[off:end])
+		w.checkData(fmt.Sprintf("punch %d+%d", off, length), n)
 	case 1:
-		w.check("fallocate", w.fs.Fallocate(n.ino, 0, int64(off), int64(length)))
+		if !w.check("fallocate", w.fs.Fallocate(n.ino, 0, int64(off), int64(length))) {
+			return
+		}
 		if end := off + length; end > len(n.data) {
 			n.data = append(n.data, make([]byte, end-len(n.data))...)
 		}
+		w.checkData(fmt.Sprintf("fallocate %d+%d", off, length), n)
 	default:
-		w.check("zero-range", w.fs.Fallocate(n.ino, FallocZeroRange|FallocKeepSize, int64(off), int64(length)))
+		if !w.check("zero-range", w.fs.Fallocate(n.ino, FallocZeroRange|FallocKeepSize, int64(off), int64(length))) {
+			return
+		}
 		end := min(off+length, len(n.data))
 		clear(n.data[off:end])
+		w.checkData(fmt.Sprintf("zero-range %d+%d", off, length), n)
 	}
 }
 
@@ -385,7 +432,9 @@ func (w *workload) rename() {
 		return
 	}
 	sd.mtime, dd.mtime = nil, nil
-	w.check("rename", err)
+	if !w.check("rename", err) {
+		return
+	}
 	if flags&RenameExchange != 0 {
 		sd.kids[sname], dd.kids[dname] = dst, src
 		if src.isDir() {
@@ -482,7 +531,9 @@ func (w *workload) link() {
 		w.expect("link", err, unix.EEXIST)
 		return
 	}
-	w.check("link", err)
+	if !w.check("link", err) {
+		return
+	}
 	d.mtime = nil
 	d.kids[name] = n
 	n.nlink++
@@ -496,7 +547,9 @@ func (w *workload) symlink() {
 		w.expect("symlink", err, unix.EEXIST)
 		return
 	}
-	w.check("symlink", err)
+	if !w.check("symlink", err) {
+		return
+	}
 	d.mtime = nil
 	n := &mnode{ino: ino, mode: S_IFLNK | 0o777, target: target, nlink: 1, xattrs: map[string][]byte{}}
 	d.kids[name] = n
@@ -516,7 +569,9 @@ func (w *workload) mknod() {
 		w.expect("mknod", err, unix.EEXIST)
 		return
 	}
-	w.check("mknod", err)
+	if !w.check("mknod", err) {
+		return
+	}
 	d.mtime = nil
 	n := &mnode{ino: ino, mode: typ | 0o640, rdev: rdev, nlink: 1, xattrs: map[string][]byte{}}
 	d.kids[name] = n
@@ -565,7 +620,9 @@ func (w *workload) xattr() {
 		w.failed["setxattr-nospc"]++
 		return
 	}
-	w.check("setxattr", err)
+	if !w.check("setxattr", err) {
+		return
+	}
 	n.xattrs[name] = value
 }
 
