@@ -230,6 +230,8 @@ func hostError(err error) error {
 // FileStat is the part of a guest file's metadata that fs.FileInfo lacks;
 // it is the Sys() of the FileInfo values returned here.
 type FileStat struct {
+	// Mode is st_mode: the file type and permission bits.
+	Mode     uint32
 	UID, GID uint32
 	Inode    uint64
 	Nlink    uint32
@@ -255,6 +257,7 @@ func newFileInfo(name string, st *linux.Statx) *fileInfo {
 		mode: fileMode(uint32(st.Mode)),
 		mod:  time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)),
 		sys: FileStat{
+			Mode:  uint32(st.Mode),
 			UID:   st.UID,
 			GID:   st.GID,
 			Inode: st.Ino,

@@ -164,42 +164,11 @@ func (b *sandboxBackend) Stat(ctx context.Context, path string) (control.FileInf
 }
 
 func fileInfo(path string, fi fs.FileInfo) control.FileInfo {
-	info := control.FileInfo{Path: path, Size: fi.Size(), Mtime: fi.ModTime(), Mode: unixMode(fi.Mode())}
+	info := control.FileInfo{Path: path, Size: fi.Size(), Mtime: fi.ModTime()}
 	if st, ok := fi.Sys().(*sentry.FileStat); ok {
-		info.UID, info.GID = st.UID, st.GID
+		info.Mode, info.UID, info.GID = st.Mode, st.UID, st.GID
 	}
 	return info
-}
-
-// unixMode converts an fs.FileMode back to stat(2) mode bits.
-func unixMode(m fs.FileMode) uint32 {
-	mode := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= syscall.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= syscall.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= syscall.S_ISVTX
-	}
-	switch m.Type() {
-	case 0:
-		mode |= syscall.S_IFREG
-	case fs.ModeDir:
-		mode |= syscall.S_IFDIR
-	case fs.ModeSymlink:
-		mode |= syscall.S_IFLNK
-	case fs.ModeNamedPipe:
-		mode |= syscall.S_IFIFO
-	case fs.ModeSocket:
-		mode |= syscall.S_IFSOCK
-	case fs.ModeDevice:
-		mode |= syscall.S_IFBLK
-	case fs.ModeDevice | fs.ModeCharDevice:
-		mode |= syscall.S_IFCHR
-	}
-	return mode
 }
 
 // Wait implements control.Backend.Wait.

@@ -168,8 +168,8 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		Cwd:    spec.Cwd,
 		UID:    u.UID,
 		GID:    u.GID,
-		Stdout: hostOutput(os.Stdout),
-		Stderr: hostOutput(os.Stderr),
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
 		TTY:    f.tty,
 	}
 	if f.interactive || f.tty {
@@ -178,10 +178,12 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if f.tty {
 		init.Env = mergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
 	}
+	var p *sentry.Process
 	if f.keepAlive {
-		init = idleInit()
+		p, err = sb.StartIdle()
+	} else {
+		p, err = sb.Start(init)
 	}
-	p, err := sb.Start(init)
 	if err != nil {
 		// Exit statuses as docker run's: 127 not found, 126 not runnable.
 		err = execError(init.Argv[0], err)
@@ -281,25 +283,6 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	cfg.NetRaw = f.netRaw
 	cfg.AllowSUID = f.allowSUID
 	return cfg, nil
-}
-
-// hostOutput returns how to hand one of rungv's output streams to the
-// guest. Pipes and terminals go in directly (the guest writes to them
-// itself). A regular file (output redirected with >) is relayed instead:
-// an imported file descriptor writes at its own offset from 0, over what
-// is already in the file, where the shell expects the output appended at
-// the current offset.
-func hostOutput(f *os.File) io.Writer {
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		return struct{ io.Writer }{f}
-	}
-	return f
-}
-
-// idleInit is the init process of a --keep-alive sandbox: it waits for
-// signals and does nothing else.
-func idleInit() sentry.ProcessSpec {
-	return sentry.ProcessSpec{Argv: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}}
 }
 
 func getOrPull(ctx context.Context, s *store.Store, ref string, quiet bool) (*store.Image, error) {
