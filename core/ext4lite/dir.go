@@ -86,6 +86,17 @@ func (fs *FS) sealDirBlock(data []byte, seed uint32) {
 // directory block plus extent tree growth.
 const dirAddBlocks = 2 + disk.MaxExtentDepth
 
+// dirAddReserve is the most blocks adding an entry to directory n can
+// allocate: a block, extent tree growth, and turning an indirect-mapped
+// directory into an extent-mapped one.
+func (fs *FS) dirAddReserve(n *inode) uint64 {
+	need := uint64(dirAddBlocks)
+	if n.fmap != nil && n.fmap.blockmap {
+		need += n.fmap.treeBlocks() + treeSlack(uint64(len(n.fmap.exts)))
+	}
+	return need
+}
+
 // dirAdd adds entry name → ino to directory n.
 //
 // Preconditions: fs.mu is held exclusively; name is not in the directory;
@@ -165,6 +176,9 @@ func insertEntry(data []byte, end, need int, name string, ino Ino, ft uint8) (in
 
 // dirGrow appends an empty block to directory n.
 func (fs *FS) dirGrow(n *inode, m *fileMap, d *dirIndex) (uint32, []byte, error) {
+	if err := fs.convertToExtents(n, m); err != nil {
+		return 0, nil, err
+	}
 	lblk := uint32(len(d.blocks))
 	if uint64(lblk+1)*uint64(fs.geo.blockSize) > maxDirSize {
 		return 0, nil, fmt.Errorf("directory %d reached %d bytes: %w", n.ino, maxDirSize, unix.ENOSPC)

@@ -1,6 +1,9 @@
 package ext4lite
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -91,4 +94,71 @@ func TestOtherLayouts(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestConvertedExt3 changes an ext3 filesystem that got the extent feature
+// later (tune2fs -O extent): its old files and directories are mapped by
+// indirect blocks and become extent-mapped as ext4lite changes them.
+func TestConvertedExt3(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot loop-mount to have Linux write ext3 files")
+	}
+	img := filepath.Join(t.TempDir(), "ext3.img")
+	exec.Command("truncate", "-s", "128M", img).Run()
+	if out, err := exec.Command(needTool(t, "mkfs.ext4"), "-q", "-F", "-t", "ext3", "-b", "4096", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs ext3: %v %s", err, out)
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "ext3", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("loop mount impossible here (%v: %s)", err, out)
+	}
+	os.MkdirAll(filepath.Join(mnt, "old/dir"), 0o755)
+	for i := range 300 {
+		os.WriteFile(filepath.Join(mnt, "old/dir", fmt.Sprintf("file-with-long-name-%d", i)), bytes.Repeat([]byte{byte(i)}, 9000*(i%7)), 0o644)
+	}
+	big := bytes.Repeat([]byte("b"), 20<<20)
+	os.WriteFile(filepath.Join(mnt, "old/big"), big, 0o644)
+	exec.Command("umount", mnt).Run()
+	if out, err := exec.Command("tune2fs", "-O", "extent", img).CombinedOutput(); err != nil {
+		t.Fatalf("tune2fs: %v %s", err, out)
+	}
+	exec.Command("e2fsck", "-fy", img).Run()
+	mustClean(t, img)
+
+	fs := openRW(t, img)
+	old := mustLookup(t, fs, RootIno, "old")
+	dir := mustLookup(t, fs, old, "dir")
+	for i := range 300 {
+		name := fmt.Sprintf("file-with-long-name-%d", i)
+		ino := mustLookup(t, fs, dir, name)
+		switch i % 3 {
+		case 0:
+			fs.WriteAt(ino, []byte("appended"), int64(9000*(i%7)))
+		case 1:
+			fs.Truncate(ino, 1000)
+		default:
+			fs.Unlink(dir, name)
+		}
+	}
+	for i := range 500 {
+		fs.Create(dir, fmt.Sprintf("new-%d", i), 0o644, Owner{})
+	}
+	b := mustLookup(t, fs, old, "big")
+	fs.Fallocate(b, FallocPunchHole|FallocKeepSize, 5<<20, 1<<20)
+	fs.WriteAt(b, []byte("middle"), 10<<20)
+	fs.Close()
+	mustClean(t, img)
+	withLoopMount(t, img, func(mnt string) {
+		ents, err := os.ReadDir(filepath.Join(mnt, "old/dir"))
+		if err != nil || len(ents) != 200+500 {
+			t.Fatalf("Linux lists %d entries (%v), want 700", len(ents), err)
+		}
+		data, _ := os.ReadFile(filepath.Join(mnt, "old/big"))
+		want := bytes.Clone(big)
+		clear(want[5<<20 : 6<<20])
+		copy(want[10<<20:], "middle")
+		if !bytes.Equal(data, want) {
+			t.Fatal("Linux reads the converted file differently")
+		}
+	})
 }

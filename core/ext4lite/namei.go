@@ -203,7 +203,7 @@ func (fs *FS) create(dir Ino, name string, mode uint16, owner Owner, extraBlocks
 	if isDir && d.subdirs+2 >= disk.LinkMax && !fs.dirNlink {
 		return 0, unix.EMLINK
 	}
-	if err := fs.reserveBlocks(dirAddBlocks + extraBlocks + 1); err != nil {
+	if err := fs.reserveBlocks(fs.dirAddReserve(p) + extraBlocks + 1); err != nil {
 		return 0, err
 	}
 	if fs.freeInodes == 0 {
@@ -331,7 +331,7 @@ func (fs *FS) Link(dir Ino, name string, target Ino) (err error) {
 	if _, ok := d.names[name]; ok {
 		return unix.EEXIST
 	}
-	if err := fs.reserveBlocks(dirAddBlocks); err != nil {
+	if err := fs.reserveBlocks(fs.dirAddReserve(p)); err != nil {
 		return err
 	}
 	if err := fs.dirAdd(p, d, name, n.ino, disk.FileTypeOfMode(n.raw.Mode())); err != nil {

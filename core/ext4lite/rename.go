@@ -91,7 +91,7 @@ func (fs *FS) Rename(oldDir Ino, oldName string, newDir Ino, newName string, fla
 		return unix.EMLINK
 	}
 	if !dExists {
-		if err := fs.reserveBlocks(dirAddBlocks); err != nil {
+		if err := fs.reserveBlocks(fs.dirAddReserve(dp)); err != nil {
 			return err
 		}
 	}
