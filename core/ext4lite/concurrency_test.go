@@ -112,3 +112,44 @@ func (g goroutineTB) Fatal(args ...any) {
 	g.TB.Error(args...)
 	runtime.Goexit()
 }
+
+// TestReadDirCallbackReenters: ReadDir's callback may call back into the
+// filesystem while writers wait for the lock.
+func TestReadDirCallbackReenters(t *testing.T) {
+	path := newVolume(t, 64<<20)
+	fs := openRW(t, path)
+	dir, _ := fs.Mkdir(RootIno, "d", 0o755, Owner{})
+	for i := range 1000 {
+		fs.Create(dir, fmt.Sprintf("f%d", i), 0o644, Owner{})
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fs.Create(RootIno, fmt.Sprintf("w%d", i), 0o644, Owner{})
+		}
+	}()
+	for range 20 {
+		count := 0
+		if err := fs.ReadDir(dir, 0, func(d Dirent) bool {
+			if _, err := fs.Stat(d.Ino); err != nil {
+				t.Errorf("stat %s: %v", d.Name, err)
+			}
+			count++
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if count != 1002 {
+			t.Fatalf("listed %d entries, want 1002", count)
+		}
+	}
+	close(stop)
+	<-done
+}

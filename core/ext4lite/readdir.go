@@ -30,26 +30,49 @@ type Dirent struct {
 	Next int64
 }
 
+// readDirBatch is how many entries ReadDir collects per lock hold.
+const readDirBatch = 256
+
 // ReadDir calls fn for the entries of directory dir from offset off (0 for
 // the start, else a Next value), including "." and "..", until fn returns
 // false. Offsets stay valid across changes to the directory: entries never
-// move.
-func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) (err error) {
+// move. fn runs without any lock held, so it may call back into the
+// filesystem.
+func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) error {
+	for {
+		batch, err := fs.readDirBatch(dir, off)
+		if err != nil {
+			return err
+		}
+		for _, d := range batch {
+			if !fn(d) {
+				return nil
+			}
+		}
+		if len(batch) < readDirBatch {
+			return nil
+		}
+		off = batch[len(batch)-1].Next
+	}
+}
+
+// readDirBatch returns up to readDirBatch entries from offset off.
+func (fs *FS) readDirBatch(dir Ino, off int64) (batch []Dirent, err error) {
 	if err := fs.lockRead(); err != nil {
-		return err
+		return nil, err
 	}
 	defer fs.unlockRead(&err)
 	n, err := fs.getInode(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d, err := fs.dirIndexOf(n)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m, err := fs.fileMapOf(n)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bs := int64(fs.geo.blockSize)
 	nodes := make(map[uint32]bool, len(d.dxNodes))
@@ -57,20 +80,19 @@ func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) (err error) {
 		nodes[l] = true
 	}
 	indexed := n.raw.Flags()&disk.FlagIndex != 0
-	for lblk := uint32(max(off, 0) / bs); lblk < uint32(len(d.blocks)); lblk++ {
+	for lblk := uint32(max(off, 0) / bs); lblk < uint32(len(d.blocks)) && len(batch) < readDirBatch; lblk++ {
 		if nodes[lblk] {
 			continue
 		}
 		b, err := fs.dirBlock(n, m, lblk)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		end := fs.geo.blockSize
 		if fs.csum && !(indexed && lblk == 0) {
 			end -= disk.DirTailSize
 		}
 		base := int64(lblk) * bs
-		stop := false
 		err = disk.WalkDirBlock(b.data, end, fs.geo.inodesCount, func(e disk.DirEntry) bool {
 			pos := base + int64(e.Offset)
 			if e.Inode == 0 || pos < off {
@@ -84,15 +106,12 @@ func (fs *FS) ReadDir(dir Ino, off int64, fn func(Dirent) bool) (err error) {
 			if e.Offset+e.RecLen >= end {
 				next = base + bs
 			}
-			if !fn(Dirent{Name: string(e.Name), Ino: e.Inode, Type: dtOfFt[ft], Next: next}) {
-				stop = true
-				return false
-			}
-			return true
+			batch = append(batch, Dirent{Name: string(e.Name), Ino: e.Inode, Type: dtOfFt[ft], Next: next})
+			return len(batch) < readDirBatch
 		})
-		if err != nil || stop {
-			return err
+		if err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return batch, nil
 }
