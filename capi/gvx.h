@@ -90,9 +90,11 @@ int gvx_sandbox_info(uint64_t sandbox, char **info, char **err);
  *   "env": [string]            "KEY=VALUE" entries added to the sandbox's environment
  *   "cwd", "user": string
  *   "timeout": number          seconds; the command (not the sandbox) is killed
+ *   "max_output": integer      bytes kept of stdout and of stderr, each; beyond
+ *                              it the middle is left out (0: everything)
  * stdin_data/stdin_len is the command's input (NULL: none). On success
- * *result receives {"exit_code", "signal", "timed_out", "duration"
- * (seconds)}, and the stdout and stderr buffers and lengths the captured
+ * *result receives {"exit_code", "signal", "timed_out", "truncated",
+ * "duration" (seconds)}, and the stdout and stderr buffers and lengths the captured
  * output. A non-zero exit code is a result, not an error.
  */
 int gvx_sandbox_exec(uint64_t sandbox, const char *request_json, const uint8_t *stdin_data, size_t stdin_len,

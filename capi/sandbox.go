@@ -119,18 +119,20 @@ func sandboxInfo(h uint64) (string, error) {
 
 // execRequest is gvx_sandbox_exec's request_json.
 type execRequest struct {
-	Argv    []string  `json:"argv"`
-	Env     []string  `json:"env"`
-	Cwd     string    `json:"cwd"`
-	User    string    `json:"user"`
-	Timeout float64   `json:"timeout"`
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Cwd       string   `json:"cwd"`
+	User      string   `json:"user"`
+	Timeout   float64  `json:"timeout"`
+	MaxOutput int      `json:"max_output"`
 }
 
 type execResult struct {
-	ExitCode int     `json:"exit_code"`
-	Signal   int     `json:"signal"`
-	TimedOut bool    `json:"timed_out"`
-	Duration float64 `json:"duration"`
+	ExitCode  int     `json:"exit_code"`
+	Signal    int     `json:"signal"`
+	TimedOut  bool    `json:"timed_out"`
+	Truncated bool    `json:"truncated"`
+	Duration  float64 `json:"duration"`
 }
 
 // outputFunc receives streamed output (stream 1 or 2).
@@ -163,7 +165,10 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	if req.Timeout < 0 {
 		return "", nil, nil, invalid(`request: "timeout" must not be negative`)
 	}
-	opts := &gvx.ExecOptions{Cwd: req.Cwd, User: req.User, Timeout: time.Duration(req.Timeout * float64(time.Second))}
+	if req.MaxOutput < 0 {
+		return "", nil, nil, invalid(`request: "max_output" must not be negative`)
+	}
+	opts := &gvx.ExecOptions{Cwd: req.Cwd, User: req.User, Timeout: time.Duration(req.Timeout * float64(time.Second)), MaxOutput: req.MaxOutput}
 	opts.Env = req.Env
 	if stdin != nil {
 		opts.Stdin = bytes.NewReader(stdin)
@@ -176,7 +181,7 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	if err != nil {
 		return "", nil, nil, err
 	}
-	out := execResult{res.ExitCode, res.Signal, res.TimedOut, res.Duration.Seconds()}
+	out := execResult{res.ExitCode, res.Signal, res.TimedOut, res.Truncated, res.Duration.Seconds()}
 	return encodeJSON(out), res.Stdout, res.Stderr, nil
 }
 

@@ -30,7 +30,7 @@ type Sandbox struct {
 	client *control.Client
 	tail   *tailBuffer
 
-	exited chan struct{} // closed when the rungv process has exited
+	exited  chan struct{} // closed when the rungv process has exited
 	waitErr error
 
 	closeOnce sync.Once
@@ -186,6 +186,10 @@ type ExecOptions struct {
 	Stdout  io.Writer // nil: captured in ExecResult.Stdout
 	Stderr  io.Writer // nil: captured in ExecResult.Stderr
 	Timeout time.Duration
+	// MaxOutput bounds the captured stdout and stderr, each: beyond it
+	// the middle of the output is left out (ExecResult.Truncated). 0: no
+	// bound.
+	MaxOutput int
 }
 
 // ExecResult is how a command ended.
@@ -195,7 +199,9 @@ type ExecResult struct {
 	TimedOut bool
 	Stdout   []byte
 	Stderr   []byte
-	Duration time.Duration
+	// Truncated is set when captured output exceeded MaxOutput.
+	Truncated bool
+	Duration  time.Duration
 }
 
 // Exec runs a command in the sandbox and waits for it. A non-zero exit
@@ -205,13 +211,16 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	if opts == nil {
 		opts = &ExecOptions{}
 	}
-	var stdout, stderr bytes.Buffer
+	if opts.MaxOutput < 0 {
+		return nil, fmt.Errorf("gvx: ExecOptions.MaxOutput is %d; use a positive byte count or 0 for no bound", opts.MaxOutput)
+	}
+	stdout, stderr := &captureBuffer{limit: opts.MaxOutput}, &captureBuffer{limit: opts.MaxOutput}
 	eio := control.ExecIO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}
 	if eio.Stdout == nil {
-		eio.Stdout = &stdout
+		eio.Stdout = stdout
 	}
 	if eio.Stderr == nil {
-		eio.Stderr = &stderr
+		eio.Stderr = stderr
 	}
 	res, err := sb.client.Exec(ctx, control.ExecRequest{
 		Argv:    argv,
@@ -224,12 +233,13 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 		return nil, sb.callError(err)
 	}
 	return &ExecResult{
-		ExitCode: res.ExitCode,
-		Signal:   res.Signal,
-		TimedOut: res.TimedOut,
-		Stdout:   stdout.Bytes(),
-		Stderr:   stderr.Bytes(),
-		Duration: time.Duration(res.Duration),
+		ExitCode:  res.ExitCode,
+		Signal:    res.Signal,
+		TimedOut:  res.TimedOut,
+		Stdout:    stdout.Bytes(),
+		Stderr:    stderr.Bytes(),
+		Truncated: stdout.Truncated() || stderr.Truncated(),
+		Duration:  time.Duration(res.Duration),
 	}, nil
 }
 

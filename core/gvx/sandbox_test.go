@@ -109,6 +109,10 @@ func TestExec(t *testing.T) {
 	if string(res.Stdout) != "PIPED INPUT" {
 		t.Errorf("stdin: %q", res.Stdout)
 	}
+	res = sh(t, sb, "yes | head -c 5000000", &ExecOptions{MaxOutput: 1000})
+	if !res.Truncated || len(res.Stdout) > 1100 || !bytes.HasPrefix(res.Stdout, []byte("y\ny\n")) {
+		t.Errorf("MaxOutput: truncated %v, %d bytes kept", res.Truncated, len(res.Stdout))
+	}
 	_, err := sb.Exec(context.Background(), []string{"no-such-command"}, nil)
 	if !control.IsCode(err, control.CodeNotFound) {
 		t.Errorf("missing command: %v", err)

@@ -80,6 +80,7 @@ class ExecResult:
     duration: float
     timed_out: bool = False
     signal: int = 0
+    truncated: bool = False
 
     @property
     def stdout(self) -> str:
@@ -264,6 +265,7 @@ class Sandbox:
         stdin: Union[bytes, str, None] = None,
         check: bool = False,
         on_output: Optional[Callable[[str, bytes], None]] = None,
+        max_output: Optional[int] = None,
     ) -> ExecResult:
         """Runs a command and waits for it.
 
@@ -271,7 +273,8 @@ class Sandbox:
         kills the command, not the sandbox. ``env`` adds variables. ``check=True``
         raises :class:`gvx.ExecError` on a non-zero exit. ``on_output(stream, data)``
         receives output as it arrives (``stream`` is ``"stdout"`` or ``"stderr"``);
-        the result then carries no output.
+        the result then carries no output. ``max_output`` bounds the bytes kept of
+        stdout and of stderr: beyond it the middle is left out (``truncated``).
         """
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv or not all(isinstance(a, str) for a in argv):
@@ -285,6 +288,10 @@ class Sandbox:
             if timeout < 0:
                 raise errors.InvalidArgumentError(f"timeout={timeout}: must not be negative")
             request["timeout"] = float(timeout)
+        if max_output is not None:
+            if max_output < 0:
+                raise errors.InvalidArgumentError(f"max_output={max_output}: must not be negative")
+            request["max_output"] = int(max_output)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         stdin_ptr, stdin_len = _ffi.buffer(data)
         lib = _ffi.lib()
@@ -312,7 +319,7 @@ class Sandbox:
         r = json.loads(_ffi.take_string(result))
         res = ExecResult(
             exit_code=r["exit_code"], stdout_bytes=stdout, stderr_bytes=stderr, duration=r["duration"],
-            timed_out=r.get("timed_out", False), signal=r.get("signal", 0),
+            timed_out=r.get("timed_out", False), signal=r.get("signal", 0), truncated=r.get("truncated", False),
         )
         if check and not res.ok:
             raise errors.ExecError(res, cmd)

@@ -46,6 +46,12 @@ def test_streamed_output(sb: gvx.Sandbox) -> None:
     assert ("stdout", b"one\n") in chunks and ("stderr", b"two\n") in chunks
 
 
+def test_max_output_bounds_memory(sb: gvx.Sandbox) -> None:
+    r = sb.exec("yes | head -c 50000000", max_output=4096)
+    assert r.truncated and len(r.stdout_bytes) < 5000
+    assert r.stdout.startswith("y\ny\n") and "bytes of output left out" in r.stdout
+
+
 def test_timeout_kills_the_command_not_the_sandbox(sb: gvx.Sandbox) -> None:
     r = sb.exec("sleep 30", timeout=0.3)
     assert r.timed_out and r.exit_code == 137 and not r.ok
