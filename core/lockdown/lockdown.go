@@ -1,14 +1,17 @@
 // Package lockdown confines the process that hosts a Sentry: it sets
 // PR_SET_NO_NEW_PRIVS, drops every capability, and installs a seccomp
 // allowlist of exactly the host system calls that the Sentry, its platform,
-// netstack and gvx's filesystems make. A system call outside the list kills
+// netstack, gvx's filesystems and (when asked, Options.Net) gvx's NAT and
+// published ports make. A system call outside the list kills
 // the whole process with SIGSYS.
 //
 // The allowlist is gVisor's own (runsc/boot/filter/config, used as a
 // library) for a Sentry without host networking and without host
 // filesystem access, plus the platform's rules and the few rules gvx adds
-// (see rules.go). In particular openat, socket, pipe2, fork and execve are
-// denied: open every host file before Install.
+// (see rules.go and netrules.go). In particular openat, pipe2, fork and
+// execve are denied, and so are socket, bind and listen unless Options.Net
+// allows the NAT's TCP and UDP sockets: open every host file and listener
+// before Install.
 //
 // Lockdown is in two steps because capabilities are per thread and the
 // platform forks helper processes that inherit them:
@@ -38,6 +41,11 @@ type Options struct {
 	// connections after lockdown. Values <= 0 mean none.
 	ControlFD int
 
+	// Net is what the process may do with other host sockets: nothing
+	// (NetNone, the default), accept on listeners opened before lockdown
+	// (NetPublish), or also dial TCP and UDP (NetNAT). See netRules.
+	Net NetAccess
+
 	// ExtraRules are allowed in addition to the built-in list. They force
 	// compiling the filter at run time (tens of milliseconds).
 	ExtraRules seccomp.SyscallRules
@@ -61,6 +69,9 @@ type Filter struct {
 // may run concurrently with other setup.
 func Prepare(opts Options) (*Filter, error) {
 	start := time.Now()
+	if !opts.Net.valid() {
+		return nil, fmt.Errorf("lockdown: unknown Options.Net %d; use NetNone, NetPublish or NetNAT", int(opts.Net))
+	}
 	g := gvisorOptions(opts)
 	if insns, ok := renderPrecompiled(g, opts); ok {
 		return &Filter{insns: insns, buildTime: time.Since(start), precompiled: true}, nil

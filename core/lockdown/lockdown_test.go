@@ -30,6 +30,9 @@ func runHelper(mode string) int {
 	if mode == "precompile" {
 		return runPrecompileChild()
 	}
+	if strings.HasPrefix(mode, "net-") {
+		return runNetHelper(mode)
+	}
 	opts := Options{}
 	if mode == "trap" {
 		opts.TrapViolations = true

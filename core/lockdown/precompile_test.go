@@ -33,7 +33,7 @@ type precompileTarget struct {
 }
 
 // precompileTargets lists the configurations a sandbox uses: each platform,
-// with and without a control socket.
+// with and without a control socket, at each level of host socket access.
 func precompileTargets(t testing.TB) []precompileTarget {
 	var out []precompileTarget
 	for _, name := range []string{"systrap", "ptrace", "kvm"} {
@@ -43,17 +43,19 @@ func precompileTargets(t testing.TB) []precompileTarget {
 		}
 		for _, si := range ctor.PrecompiledSeccompInfo() {
 			for _, control := range []bool{false, true} {
-				opts := Options{Platform: si}
-				if control {
-					opts.ControlFD = 3
+				for _, net := range []NetAccess{NetNone, NetPublish, NetNAT} {
+					opts := Options{Platform: si, Net: net}
+					if control {
+						opts.ControlFD = 3
+					}
+					g := gvisorOptions(opts)
+					vars := []string{"controller_fd"}
+					for v := range si.Variables() {
+						vars = append(vars, v)
+					}
+					sort.Strings(vars)
+					out = append(out, precompileTarget{opts: opts, key: programKey(g, opts), vars: vars})
 				}
-				g := gvisorOptions(opts)
-				vars := []string{"controller_fd"}
-				for v := range si.Variables() {
-					vars = append(vars, v)
-				}
-				sort.Strings(vars)
-				out = append(out, precompileTarget{opts: opts, key: programKey(g, opts), vars: vars})
 			}
 		}
 	}

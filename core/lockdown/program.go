@@ -38,6 +38,7 @@ func gvisorOptions(opts Options) config.Options {
 func program(g config.Options, opts Options) *seccomp.Program {
 	allow, deny := config.Rules(g)
 	allow.Merge(extraRules(opts))
+	allow.Merge(netRules(opts.Net))
 	if opts.ExtraRules.Size() > 0 {
 		allow.Merge(opts.ExtraRules.Copy())
 	}
@@ -61,7 +62,11 @@ func program(g config.Options, opts Options) *seccomp.Program {
 // programKey names the structure of the program for opts: everything that
 // shapes it except run-time values.
 func programKey(g config.Options, opts Options) string {
-	return fmt.Sprintf("%s gvx-control=%t gvx-rules=%d", g.ConfigKey(), opts.ControlFD > 0, extraRulesVersion)
+	key := fmt.Sprintf("%s gvx-control=%t gvx-rules=%d", g.ConfigKey(), opts.ControlFD > 0, extraRulesVersion)
+	if opts.Net != NetNone {
+		key += fmt.Sprintf(" gvx-net=%s/%d", opts.Net, netRulesVersion)
+	}
+	return key
 }
 
 // placeholderPlatform reports chosen values as the platform's variables, for
