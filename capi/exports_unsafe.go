@@ -114,6 +114,21 @@ func gvx_sandbox_info(h C.uint64_t, out **C.char, errOut **C.char) (status C.int
 	return C.GVX_OK
 }
 
+//export gvx_sandbox_stats
+func gvx_sandbox_stats(h C.uint64_t, out **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if out == nil {
+		return nullArg("stats", errOut)
+	}
+	st, err := sandboxStats(uint64(h))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*out = C.CString(st)
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_exec
 func gvx_sandbox_exec(h C.uint64_t, request *C.cchar_t, stdin *C.cuint8_t, stdinLen C.size_t,
 	result **C.char, stdout **C.uint8_t, stdoutLen *C.size_t, stderr **C.uint8_t, stderrLen *C.size_t,

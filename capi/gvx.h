@@ -84,6 +84,13 @@ int gvx_sandbox_new(const char *config_json, uint64_t *sandbox, char **err);
 int gvx_sandbox_info(uint64_t sandbox, char **info, char **err);
 
 /*
+ * gvx_sandbox_stats stores the sandbox's resource use in *stats as JSON:
+ * "memory_usage" (bytes held on the host), "memory_limit", "oom_kills",
+ * "tasks" (guest threads), "pids_limit".
+ */
+int gvx_sandbox_stats(uint64_t sandbox, char **stats, char **err);
+
+/*
  * gvx_sandbox_exec runs a command in the sandbox and waits for it.
  * request_json keys:
  *   "argv": [string]           required

@@ -185,6 +185,18 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	return encodeJSON(out), res.Stdout, res.Stderr, nil
 }
 
+func sandboxStats(h uint64) (string, error) {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return "", err
+	}
+	st, err := sb.Stats(context.Background())
+	if err != nil {
+		return "", err
+	}
+	return encodeJSON(st), nil
+}
+
 func sandboxReadFile(h uint64, path string) ([]byte, error) {
 	sb, err := getSandbox(h)
 	if err != nil {

@@ -337,6 +337,12 @@ func (c *Client) Wait(ctx context.Context) (WaitResult, error) {
 	return res, c.call(ctx, MethodWait, struct{}{}, &res)
 }
 
+// Stats reports the sandbox's resource use.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	return st, c.call(ctx, MethodStats, struct{}{}, &st)
+}
+
 // Shutdown stops the sandbox: SIGTERM to init, SIGKILL after grace.
 func (c *Client) Shutdown(ctx context.Context, grace time.Duration) error {
 	return c.call(ctx, MethodShutdown, ShutdownRequest{Grace: Duration(grace)}, nil)

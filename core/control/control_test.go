@@ -142,6 +142,12 @@ func (b *testBackend) Wait(ctx context.Context) (WaitResult, error) {
 
 func (b *testBackend) Shutdown(ctx context.Context, grace time.Duration) error { return nil }
 
+func (b *testBackend) Stats(ctx context.Context) (Stats, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{MemoryUsage: uint64(len(b.files)), Tasks: b.nextPID - 100}, nil
+}
+
 var _ Backend = (*testBackend)(nil)
 
 // serve starts a server for b on a unix socket and returns a connected
@@ -332,6 +338,9 @@ func TestFiles(t *testing.T) {
 	}
 	if info, err := c.Stat(ctx, "/a/b"); err != nil || info.Size != int64(len(content)) {
 		t.Errorf("stat: %+v %v", info, err)
+	}
+	if st, err := c.Stats(ctx); err != nil || st.MemoryUsage != 1 {
+		t.Errorf("stats: %+v %v", st, err)
 	}
 }
 

@@ -74,6 +74,7 @@ const (
 	MethodStat      = "stat"
 	MethodWait      = "wait"
 	MethodShutdown  = "shutdown"
+	MethodStats     = "stats"
 )
 
 // Error codes.
@@ -213,6 +214,18 @@ type FileInfo struct {
 type WaitResult struct {
 	ExitCode int `json:"exit_code"`
 	Signal   int `json:"signal,omitempty"`
+}
+
+// Stats is the sandbox's resource use.
+type Stats struct {
+	// MemoryUsage is the memory the sandbox holds on the host, in bytes.
+	MemoryUsage uint64 `json:"memory_usage"`
+	MemoryLimit uint64 `json:"memory_limit,omitempty"`
+	// OOMKills counts guest processes killed for exceeding MemoryLimit.
+	OOMKills int64 `json:"oom_kills"`
+	// Tasks is the number of guest tasks (threads).
+	Tasks     int `json:"tasks"`
+	PidsLimit int `json:"pids_limit,omitempty"`
 }
 
 // ShutdownRequest stops the sandbox: SIGTERM to init, then after Grace

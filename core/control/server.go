@@ -35,6 +35,8 @@ type Backend interface {
 	// Shutdown stops the sandbox: SIGTERM to init, SIGKILL to all after
 	// grace. It returns when everything is stopped.
 	Shutdown(ctx context.Context, grace time.Duration) error
+	// Stats reports the sandbox's resource use.
+	Stats(ctx context.Context) (Stats, error)
 }
 
 // Stdio are a command's standard streams.
@@ -303,6 +305,8 @@ func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall)
 		return b.Stat(ctx, req.Path)
 	case MethodWait:
 		return b.Wait(ctx)
+	case MethodStats:
+		return b.Stats(ctx)
 	case MethodShutdown:
 		var req ShutdownRequest
 		if err := decodeParams(m.Params, &req); err != nil {

@@ -276,6 +276,12 @@ func (sb *Sandbox) Stat(ctx context.Context, path string) (control.FileInfo, err
 	return info, sb.callError(err)
 }
 
+// Stats reports the sandbox's resource use.
+func (sb *Sandbox) Stats(ctx context.Context) (control.Stats, error) {
+	st, err := sb.client.Stats(ctx)
+	return st, sb.callError(err)
+}
+
 // Signal sends a signal to the sandbox's init process.
 func (sb *Sandbox) Signal(ctx context.Context, sig syscall.Signal) error {
 	return sb.callError(sb.client.Signal(ctx, int(sig)))

@@ -169,6 +169,10 @@ func TestFiles(t *testing.T) {
 	if res := sh(t, sb, "wc -l < /tmp/data.txt; stat -c %a /tmp/data.txt", nil); strings.Fields(string(res.Stdout))[0] != "300000" || strings.Fields(string(res.Stdout))[1] != "640" {
 		t.Errorf("the guest sees %q", res.Stdout)
 	}
+	st, err := sb.Stats(ctx)
+	if err != nil || st.MemoryUsage < uint64(len(data)) || st.Tasks < 1 {
+		t.Errorf("stats after writing 1.2 MB: %+v %v", st, err)
+	}
 	info, err := sb.Stat(ctx, "/bin/busybox")
 	if err != nil || info.Mode&0o111 == 0 || info.Size < 100000 {
 		t.Errorf("stat busybox: %+v %v", info, err)

@@ -28,9 +28,15 @@ from .errors import (
     SandboxUnavailableError,
     TimeoutError,
 )
-from .sandbox import ExecResult, Sandbox, SandboxInfo, default_image, parse_size, rungv_path
+from . import aio
+from .env import EnvPool, GvxEnv
+from .sandbox import ExecResult, Sandbox, SandboxInfo, SandboxStats, default_image, parse_size, rungv_path
 
 __all__ = [
+    "EnvPool",
+    "GvxEnv",
+    "SandboxStats",
+    "aio",
     "ExecError",
     "ExecResult",
     "GvxError",

@@ -58,6 +58,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gvx_version": [pvp, pvp],
         "gvx_sandbox_new": [cs, ctypes.POINTER(u64), pvp],
         "gvx_sandbox_info": [u64, pvp, pvp],
+        "gvx_sandbox_stats": [u64, pvp, pvp],
         "gvx_sandbox_exec": [u64, cs, c_uint8_p, size, pvp, pvp, ctypes.POINTER(size), pvp, ctypes.POINTER(size), pvp],
         "gvx_sandbox_exec_stream": [u64, cs, c_uint8_p, size, OUTPUT_FN, vp, pvp, pvp],
         "gvx_sandbox_read_file": [u64, cs, pvp, ctypes.POINTER(size), pvp],

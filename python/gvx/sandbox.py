@@ -118,6 +118,17 @@ class SandboxInfo:
     rungv: str
 
 
+@dataclass(frozen=True)
+class SandboxStats:
+    """A sandbox's resource use: host memory it holds (bytes), guest tasks, OOM kills."""
+
+    memory_usage: int
+    tasks: int
+    oom_kills: int = 0
+    memory_limit: int = 0
+    pids_limit: int = 0
+
+
 def _close_handle(handle: int) -> None:
     """Closes a sandbox handle, ignoring a handle already closed (finalizer)."""
     try:
@@ -236,6 +247,12 @@ class Sandbox:
             _ffi.call(_ffi.lib().gvx_sandbox_info, self._h(), ctypes.byref(out))
             self._info = SandboxInfo(**json.loads(_ffi.take_string(out)))
         return self._info
+
+    def stats(self) -> SandboxStats:
+        """Current resource use of the whole sandbox."""
+        out = ctypes.c_void_p()
+        _ffi.call(_ffi.lib().gvx_sandbox_stats, self._h(), ctypes.byref(out))
+        return SandboxStats(**json.loads(_ffi.take_string(out)))
 
     @property
     def pid(self) -> int:

@@ -186,6 +186,15 @@ func (b *sandboxBackend) Wait(ctx context.Context) (control.WaitResult, error) {
 	return control.WaitResult{ExitCode: st.ExitCode(), Signal: int(st.Signal)}, err
 }
 
+// Stats implements control.Backend.Stats.
+func (b *sandboxBackend) Stats(ctx context.Context) (control.Stats, error) {
+	st, err := b.sb.Stats()
+	if err != nil {
+		return control.Stats{}, err
+	}
+	return control.Stats{MemoryUsage: st.MemoryUsage, MemoryLimit: st.MemoryLimit, OOMKills: st.OOMKills, Tasks: st.Tasks, PidsLimit: st.PidsLimit}, nil
+}
+
 // Shutdown implements control.Backend.Shutdown.
 func (b *sandboxBackend) Shutdown(ctx context.Context, grace time.Duration) error {
 	b.stop(grace)

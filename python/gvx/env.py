@@ -1,0 +1,316 @@
+"""Gymnasium-style environments whose episodes are fresh gvx sandboxes.
+
+An action is a shell command; an observation is the command's stdout, stderr
+and exit code. Every :meth:`GvxEnv.reset` hands over a brand-new sandbox —
+prepared in the background while the previous episode ran (the warm pool), so
+a reset costs the hand-over, not a boot.
+
+>>> env = gvx.GvxEnv(reward_fn=lambda sb, action, result: float(result.ok))
+>>> obs, info = env.reset()
+>>> obs, reward, terminated, truncated, info = env.step("ls /")
+>>> env.close()
+"""
+
+from __future__ import annotations
+
+import string
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Optional, Sequence, SupportsFloat
+
+from . import errors
+from .sandbox import ExecResult, Sandbox
+
+_gym: Any
+_spaces: Any
+try:  # gymnasium is optional: GvxEnv subclasses gymnasium.Env when it is installed.
+    import gymnasium as _gym
+    from gymnasium import spaces as _spaces
+
+    _Base: Any = _gym.Env
+except ImportError:  # pragma: no cover - exercised only without gymnasium
+    _gym = None
+    _spaces = None
+    _Base = object
+
+ENV_ID = "gvx/Shell-v0"
+"""The gymnasium id: ``gymnasium.make("gvx/Shell-v0", ...)`` after ``import gvx``."""
+
+CHARSET = string.printable
+"""The characters observations and actions are made of; others become '?'."""
+
+RewardFn = Callable[[Sandbox, str, ExecResult], SupportsFloat]
+DoneFn = Callable[[Sandbox, str, ExecResult], bool]
+
+
+def _fit(text: str, limit: int) -> str:
+    """Keeps text within the observation space: known characters, bounded length."""
+    allowed = _ALLOWED
+    if any(c not in allowed for c in text):
+        text = "".join(c if c in allowed else "?" for c in text)
+    if len(text) > limit:
+        text = text[: limit // 2] + text[len(text) - (limit - limit // 2) :]
+    return text
+
+
+_ALLOWED = frozenset(CHARSET)
+
+
+class GvxEnv(_Base):  # type: ignore[misc]
+    """An RL environment: each episode is a fresh sandbox, each step a shell command.
+
+    Args:
+        image: image reference; ``None`` is the embedded default image.
+        setup: shell commands run in every new sandbox before it is handed over
+            (in the background with ``warm=True``).
+        reward_fn: ``reward_fn(sandbox, action, result) -> float``; default 0.
+        done_fn: ``done_fn(sandbox, action, result) -> bool`` ends the episode
+            (``terminated``); default never.
+        max_steps: steps until the episode is ``truncated``.
+        step_timeout: seconds a command may run; it is killed after that.
+        max_output: characters kept of stdout and of stderr in observations.
+        warm: prepare the next episode's sandbox in the background.
+        sandbox_options: passed to :class:`gvx.Sandbox` (memory, cpus, env, …).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        image: Optional[str] = None,
+        *,
+        setup: Sequence[str] = (),
+        reward_fn: Optional[RewardFn] = None,
+        done_fn: Optional[DoneFn] = None,
+        max_steps: int = 50,
+        step_timeout: float = 60.0,
+        max_output: int = 8192,
+        max_action_length: int = 4096,
+        warm: bool = True,
+        render_mode: Optional[str] = None,
+        **sandbox_options: Any,
+    ) -> None:
+        if max_steps < 1 or step_timeout <= 0 or max_output < 64:
+            raise errors.InvalidArgumentError(
+                "max_steps must be >= 1, step_timeout > 0 and max_output >= 64 "
+                f"(got {max_steps}, {step_timeout}, {max_output})"
+            )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise errors.InvalidArgumentError(f"render_mode={render_mode!r}: use one of {self.metadata['render_modes']}")
+        self.image = image
+        self.setup = list(setup)
+        self.reward_fn = reward_fn
+        self.done_fn = done_fn
+        self.max_steps = max_steps
+        self.step_timeout = step_timeout
+        self.max_output = max_output
+        self.warm = warm
+        self.render_mode = render_mode
+        self.sandbox_options = sandbox_options
+        if _gym is not None and getattr(self, "spec", None) is None:
+            # Commands see clocks, PIDs and randomness: the same seed and
+            # actions need not give the same observations, and step info
+            # carries wall times and resource use.
+            self.spec = _gym.envs.registration.EnvSpec(ENV_ID, entry_point="gvx.env:GvxEnv", nondeterministic=True)
+        if _spaces is not None:
+            self.action_space = _spaces.Text(max_length=max_action_length, min_length=1, charset=CHARSET)
+            self.observation_space = _spaces.Dict(
+                {
+                    "stdout": _spaces.Text(max_length=max_output, min_length=0, charset=CHARSET),
+                    "stderr": _spaces.Text(max_length=max_output, min_length=0, charset=CHARSET),
+                    "exit_code": _spaces.Discrete(256),
+                }
+            )
+        self._sandbox: Optional[Sandbox] = None
+        self._next: Optional["Future[Sandbox]"] = None
+        # One thread prepares sandboxes, another retires them, so neither a
+        # boot nor a shutdown is on the caller's path.
+        self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gvx-env-prepare")
+        self._retirer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gvx-env-retire")
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._last: Optional[tuple[str, ExecResult]] = None
+        self._closed = False
+
+    # The sandbox life cycle.
+
+    def _prepare(self) -> Sandbox:
+        sb = Sandbox(self.image, **self.sandbox_options)
+        try:
+            for cmd in self.setup:
+                sb.exec(cmd, check=True, timeout=max(self.step_timeout, 600.0))
+        except BaseException:
+            sb.close()
+            raise
+        return sb
+
+    def _take_sandbox(self) -> tuple[Sandbox, bool]:
+        """The next episode's sandbox, and whether it was ready before we asked."""
+        future = self._next
+        self._next = None
+        if future is None:
+            return self._prepare(), False
+        ready = future.done()
+        return future.result(), ready
+
+    def _retire(self, sb: Optional[Sandbox]) -> None:
+        if sb is not None:
+            self._retirer.submit(sb.close)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The current episode's sandbox (after :meth:`reset`)."""
+        if self._sandbox is None:
+            raise errors.GvxError("no episode is running: call reset() first")
+        return self._sandbox
+
+    # The gymnasium API.
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Starts a new episode on a fresh sandbox; returns ``(observation, info)``."""
+        if self._closed:
+            raise errors.SandboxClosedError("the environment is closed; create a new GvxEnv")
+        if _gym is not None:
+            super().reset(seed=seed)
+        start = time.perf_counter()
+        with self._lock:
+            self._retire(self._sandbox)
+            self._sandbox = None
+            sb, was_ready = self._take_sandbox()
+            self._sandbox = sb
+            if self.warm:
+                self._next = self._preparer.submit(self._prepare)
+        self._steps = 0
+        self._last = None
+        obs = {"stdout": "", "stderr": "", "exit_code": 0}
+        info = {"reset_time": time.perf_counter() - start, "warm": was_ready, "sandbox_pid": sb.pid}
+        return obs, info
+
+    def step(self, action: str) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Runs ``action`` as a shell command; returns ``(obs, reward, terminated, truncated, info)``."""
+        sb = self.sandbox
+        if not isinstance(action, str):
+            raise errors.InvalidArgumentError(f"action must be a shell command string, not {type(action).__name__}")
+        start = time.perf_counter()
+        result = sb.exec(action, timeout=self.step_timeout, max_output=self.max_output)
+        self._steps += 1
+        self._last = (action, result)
+        obs = {
+            "stdout": _fit(result.stdout, self.max_output),
+            "stderr": _fit(result.stderr, self.max_output),
+            "exit_code": result.exit_code & 0xFF,
+        }
+        reward = float(self.reward_fn(sb, action, result)) if self.reward_fn else 0.0
+        terminated = bool(self.done_fn(sb, action, result)) if self.done_fn else False
+        truncated = self._steps >= self.max_steps
+        stats = sb.stats()
+        info = {
+            "step": self._steps,
+            "duration": result.duration,
+            "wall_time": time.perf_counter() - start,
+            "timed_out": result.timed_out,
+            "output_truncated": result.truncated,
+            "memory_usage": stats.memory_usage,
+            "tasks": stats.tasks,
+            "oom_kills": stats.oom_kills,
+        }
+        if self.render_mode == "human":
+            print(self._render_text())
+        return obs, reward, terminated, truncated, info
+
+    def _render_text(self) -> str:
+        if self._last is None:
+            return "(no step yet)"
+        action, r = self._last
+        lines = [f"$ {action}", r.stdout.rstrip("\n"), r.stderr.rstrip("\n"), f"[exit {r.exit_code}, {r.duration * 1000:.0f} ms]"]
+        return "\n".join(line for line in lines if line)
+
+    def render(self) -> Optional[str]:
+        """``ansi``: the last step as text; ``human``: steps are printed as they run."""
+        if self.render_mode == "ansi":
+            return self._render_text()
+        return None
+
+    def close(self) -> None:
+        """Closes the current and the prepared sandboxes. Calling it again does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            current, self._sandbox = self._sandbox, None
+            future, self._next = self._next, None
+        if current is not None:
+            current.close()
+        if future is not None:
+            try:
+                future.result().close()
+            except errors.GvxError:
+                pass
+        self._preparer.shutdown(wait=True)
+        self._retirer.shutdown(wait=True)
+        if _gym is not None:
+            super().close()
+
+    def __enter__(self) -> "GvxEnv":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EnvPool:
+    """``n`` environments stepped concurrently, one thread each.
+
+    >>> pool = gvx.EnvPool(8, reward_fn=my_reward)
+    >>> observations, infos = pool.reset()
+    >>> observations, rewards, terminated, truncated, infos = pool.step(actions)
+    """
+
+    def __init__(self, n: int, **env_options: Any) -> None:
+        if n < 1:
+            raise errors.InvalidArgumentError(f"n={n}: a pool needs at least one environment")
+        self._threads = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gvx-pool")
+        self.envs = list(self._threads.map(lambda _: GvxEnv(**env_options), range(n)))
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset(self, *, seed: Optional[int] = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Resets every environment; seeds are ``seed + i`` when given."""
+        results = list(
+            self._threads.map(lambda ie: ie[1].reset(seed=None if seed is None else seed + ie[0]), enumerate(self.envs))
+        )
+        return [r[0] for r in results], [r[1] for r in results]
+
+    def reset_one(self, i: int, *, seed: Optional[int] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self.envs[i].reset(seed=seed)
+
+    def step(
+        self, actions: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], list[float], list[bool], list[bool], list[dict[str, Any]]]:
+        """Steps environment i with actions[i], all at once."""
+        if len(actions) != len(self.envs):
+            raise errors.InvalidArgumentError(f"{len(actions)} actions for {len(self.envs)} environments")
+        results = list(self._threads.map(lambda ea: ea[0].step(ea[1]), zip(self.envs, actions)))
+        return (
+            [r[0] for r in results],
+            [float(r[1]) for r in results],
+            [r[2] for r in results],
+            [r[3] for r in results],
+            [r[4] for r in results],
+        )
+
+    def close(self) -> None:
+        list(self._threads.map(lambda e: e.close(), self.envs))
+        self._threads.shutdown(wait=True)
+
+    def __enter__(self) -> "EnvPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+if _gym is not None and ENV_ID not in _gym.registry:
+    _gym.register(id=ENV_ID, entry_point="gvx.env:GvxEnv", nondeterministic=True)

@@ -1,0 +1,152 @@
+"""gvx.GvxEnv and gvx.EnvPool against real sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import time
+import warnings
+
+import pytest
+
+import gvx
+from conftest import children_of, open_fds
+
+gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
+
+
+def test_check_env_passes() -> None:
+    from gymnasium.utils.env_checker import check_env
+
+    env = gvx.GvxEnv(step_timeout=5, max_steps=5, max_output=1024, max_action_length=64)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # any checker warning fails the test
+            check_env(env, skip_render_check=True)
+    finally:
+        env.close()
+
+
+def test_gymnasium_make() -> None:
+    env = gymnasium.make("gvx/Shell-v0", max_steps=2)
+    try:
+        env.reset()
+        obs, *_ = env.step("echo made")
+        assert obs["stdout"] == "made\n"
+        assert env.spec is not None and env.spec.nondeterministic
+    finally:
+        env.close()
+
+
+def test_episode_semantics() -> None:
+    calls = []
+
+    def reward(sb: gvx.Sandbox, action: str, result: gvx.ExecResult) -> float:
+        calls.append(action)
+        return 1.0 if "solved" in result.stdout else 0.0
+
+    with gvx.GvxEnv(
+        reward_fn=reward,
+        done_fn=lambda sb, a, r: "solved" in r.stdout,
+        max_steps=3,
+        setup=["echo prepared > /tmp/setup"],
+        render_mode="ansi",
+    ) as env:
+        obs, info = env.reset(seed=1)
+        assert obs == {"stdout": "", "stderr": "", "exit_code": 0}
+        obs, reward_value, terminated, truncated, info = env.step("cat /tmp/setup; touch /tmp/mine")
+        assert obs["stdout"] == "prepared\n" and reward_value == 0.0 and not terminated and not truncated
+        assert info["step"] == 1 and info["memory_usage"] > 0 and info["tasks"] >= 1
+        assert "$ cat /tmp/setup" in env.render()
+        obs, reward_value, terminated, _, _ = env.step("echo solved")
+        assert reward_value == 1.0 and terminated
+        _, _, _, truncated, _ = env.step("exit 7")
+        assert truncated
+        # A new episode is a fresh sandbox: the previous one's file is gone.
+        env.reset()
+        obs, _, _, _, _ = env.step("test -e /tmp/mine; echo $?")
+        assert obs["stdout"] == "1\n"
+        obs, _, _, _, info = env.step("sleep 30")
+        assert info["timed_out"] is False  # default step_timeout is 60 s; killed below instead
+    assert calls
+
+
+def test_step_timeout_and_binary_output() -> None:
+    with gvx.GvxEnv(step_timeout=0.5, max_output=128) as env:
+        env.reset()
+        obs, _, _, _, info = env.step("sleep 10")
+        assert info["timed_out"] and obs["exit_code"] == 137
+        obs, _, _, _, info = env.step("head -c 100000 /dev/urandom")
+        assert env.observation_space.contains(obs) and info["output_truncated"]
+
+
+def test_warm_reset_hands_over_a_prepared_sandbox() -> None:
+    with gvx.GvxEnv(warm=True) as env:
+        env.reset()
+        time.sleep(1.0)  # the next sandbox boots meanwhile
+        _, info = env.reset()
+        assert info["warm"] is True
+        assert info["reset_time"] < 0.5, info  # a hand-over, not a boot (generous for loaded CI)
+
+
+def test_pool_steps_concurrently() -> None:
+    with gvx.EnvPool(4) as pool:
+        observations, infos = pool.reset(seed=0)
+        assert len(observations) == 4 and len({i["sandbox_pid"] for i in infos}) == 4
+        obs, rewards, terminated, truncated, infos = pool.step([f"echo {i}" for i in range(4)])
+        assert [o["stdout"] for o in obs] == [f"{i}\n" for i in range(4)]
+        with pytest.raises(gvx.InvalidArgumentError):
+            pool.step(["too few"])
+
+
+def test_asyncio_twin() -> None:
+    async def main() -> list[str]:
+        boxes = await asyncio.gather(*(gvx.aio.Sandbox.create() for _ in range(3)))
+        try:
+            results = await asyncio.gather(*(b.exec(f"echo {i}") for i, b in enumerate(boxes)))
+            return [r.stdout for r in results]
+        finally:
+            await asyncio.gather(*(b.close() for b in boxes))
+
+    assert asyncio.run(main()) == ["0\n", "1\n", "2\n"]
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_reset_step_cycles_leak_nothing() -> None:
+    cycles = int(os.environ.get("GVX_TEST_CYCLES", "1000"))
+    env = gvx.GvxEnv(warm=True)
+    try:
+        env.reset()
+        env.step("true")
+        warmup = min(50, cycles // 4)
+        for _ in range(warmup):
+            env.reset()
+            env.step("echo warm")
+        time.sleep(0.5)
+        fds, kids, rss = open_fds(), len(children_of(os.getpid())), _rss_kib()
+        start = time.perf_counter()
+        for i in range(cycles):
+            env.reset()
+            obs, _, _, _, _ = env.step(f"echo {i}")
+            assert obs["stdout"] == f"{i}\n"
+        elapsed = time.perf_counter() - start
+        time.sleep(1.0)  # retired sandboxes finish closing
+        assert len(children_of(os.getpid())) <= kids, "sandbox processes accumulate"
+        # The live and the prepared sandbox hold a few descriptors each, with
+        # new numbers every episode: compare counts, with room for one
+        # sandbox that is still starting.
+        assert len(open_fds()) <= len(fds) + 8, f"file descriptors leak: {len(fds)} → {len(open_fds())}"
+        grown = _rss_kib() - rss
+        assert grown < 64 * 1024, f"RSS grew by {grown} KiB over {cycles} cycles"
+        print(f"{cycles} reset+step cycles in {elapsed:.1f} s ({elapsed / cycles * 1000:.1f} ms each)")
+    finally:
+        env.close()
+    assert children_of(os.getpid()) == [], "sandboxes outlive GvxEnv.close()"
