@@ -71,7 +71,7 @@ def test_files(sb: gvx.Sandbox, tmp_path: Path) -> None:
     with pytest.raises(gvx.NotFoundError):
         sb.read_file("/no/such/file")
     st = sb.stats()
-    assert st.memory_usage >= len(blob) * 2 and st.tasks >= 1
+    assert st.memory_usage >= len(blob) and st.tasks >= 1
 
 
 def test_100_threads_share_one_sandbox(sb: gvx.Sandbox) -> None:
