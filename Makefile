@@ -22,7 +22,7 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs
 PY_PACKAGES := pytest mypy gymnasium
 
-.PHONY: all rungv libgvx default-image deps deps-apt deps-go deps-python test test-go test-python demo bench clean
+.PHONY: all rungv libgvx default-image deps deps-apt deps-go deps-python test test-go test-python test-wheel demo bench clean
 
 all: rungv libgvx default-image
 
@@ -61,7 +61,7 @@ $(VENV)/.installed:
 	$(VENV)/bin/pip install -q $(PY_PACKAGES)
 	@touch $@
 
-test: deps all test-go test-python
+test: deps all test-go test-python test-wheel
 
 test-go:
 	CGO_ENABLED=0 $(GO) test -timeout 30m ./core/...
@@ -80,3 +80,15 @@ bench: deps all
 
 clean:
 	rm -rf $(BUILD) $(VENV)
+
+# The wheel as users get it: `pip wheel .` builds rungv, libgvx.so and the
+# default image into it; a fresh virtualenv installs it and runs a sandbox
+# with no GVX_* variables set.
+test-wheel: deps-python
+	rm -rf $(BUILD)/wheel $(BUILD)/wheel-venv
+	$(VENV)/bin/pip wheel -q --no-deps -w $(BUILD)/wheel .
+	rm -rf build/lib build/bdist.* *.egg-info python/*.egg-info
+	$(PYTHON) -m venv $(BUILD)/wheel-venv
+	$(BUILD)/wheel-venv/bin/pip install -q $(BUILD)/wheel/*.whl
+	cd / && env -u GVX_LIBRARY -u GVX_RUNGV -u GVX_DEFAULT_IMAGE $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
+		'import gvx; sb = gvx.Sandbox(); r = sb.exec("echo wheel ok"); sb.close(); assert r.stdout == "wheel ok\n", r; print(r.stdout, end="")'

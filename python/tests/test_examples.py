@@ -1,0 +1,33 @@
+"""The examples run as a user would run them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=EXAMPLES.parent, env=dict(os.environ), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_quickstart() -> None:
+    out = run_example(str(EXAMPLES / "quickstart.py"))
+    assert "gvisor" in out and "check=True raised" in out and "reward 1.0" in out
+
+
+def test_rollout_pool() -> None:
+    out = run_example(str(EXAMPLES / "rollout_pool.py"), "4", "3")
+    assert "4 envs, 12 steps" in out
+
+
+def test_python_m_gvx() -> None:
+    out = run_example("-m", "gvx", "echo from-main")
+    assert "from-main" in out and "reward 1.0" in out
