@@ -22,7 +22,7 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs
 PY_PACKAGES := pytest mypy gymnasium
 
-.PHONY: all rungv libgvx default-image deps deps-apt deps-go deps-python test test-go test-python test-wheel demo bench clean
+.PHONY: all rungv libgvx default-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel demo bench clean
 
 all: rungv libgvx default-image
 
@@ -33,9 +33,28 @@ libgvx:
 	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -ldflags "$(LDFLAGS)" -o $(BUILD)/libgvx.so ./capi
 	@rm -f $(BUILD)/libgvx.h # cgo's generated header; capi/gvx.h is the contract
 
-# The embedded default image (busybox) that gvx.Sandbox(image=None) runs.
+# The embedded default image (busybox) that gvx.Sandbox(image=None) runs,
+# also as a `docker load` tarball for the tests that run gvx in a container.
 default-image:
-	@$(GO) run ./core/internal/testimage/mkimage -default $(BUILD)/default-image >/dev/null
+	@$(GO) run ./core/internal/testimage/mkimage -default $(BUILD)/default-image -docker-archive $(BUILD)/default-image.tar >/dev/null
+
+# A docker daemon for the tests that run gvx inside an unprivileged host
+# container (`docker run --user 65534 --network none`). With CI=true or
+# GVX_TEST_DOCKER=1, make test installs Debian's docker.io and starts a
+# private daemon when none runs — no bridge, no iptables, so the host network
+# is untouched. Elsewhere those tests use a running daemon or skip, saying why.
+DOCKER_TEST_IMAGE := gvx.test/default:latest
+deps-docker: default-image
+	@if ! docker info >/dev/null 2>&1 && { [ "$$CI" = true ] || [ -n "$$GVX_TEST_DOCKER" ]; }; then \
+		dpkg-query -W -f='$${Status}' docker.io 2>/dev/null | grep -q "ok installed" || \
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null; }; \
+		echo "starting a private dockerd (no bridge, no iptables)"; \
+		(dockerd --bridge=none --iptables=false --ip6tables=false >$(BUILD)/dockerd.log 2>&1 &); \
+		for i in $$(seq 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done; \
+	fi
+	@if docker info >/dev/null 2>&1; then \
+		docker load -q -i $(BUILD)/default-image.tar >/dev/null && echo "docker: $(DOCKER_TEST_IMAGE) loaded"; \
+	else echo "no docker daemon: the tests that run gvx in a host container will skip"; fi
 
 deps: deps-apt deps-go deps-python
 
@@ -61,10 +80,11 @@ $(VENV)/.installed:
 	$(VENV)/bin/pip install -q $(PY_PACKAGES)
 	@touch $@
 
-test: deps all test-go test-python test-wheel
+test: deps all deps-docker test-go test-python test-wheel
 
 test-go:
-	CGO_ENABLED=0 $(GO) test -timeout 30m ./core/...
+	GVX_TEST_DOCKER_IMAGE=$$(docker info >/dev/null 2>&1 && echo $(DOCKER_TEST_IMAGE)) \
+		CGO_ENABLED=0 $(GO) test -timeout 30m ./core/...
 	CGO_ENABLED=1 $(GO) test -timeout 10m ./capi/...
 
 test-python:

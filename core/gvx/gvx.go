@@ -122,6 +122,9 @@ type Config struct {
 	Cache string
 	// Insecure allows plain-HTTP registries when pulling OCIImage.
 	Insecure bool
+
+	// extraArgs are added to `rungv run`'s flags (tests).
+	extraArgs []string
 }
 
 // args renders the config as `rungv run` arguments.
@@ -198,6 +201,7 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	if c.Stdin != nil {
 		a = append(a, "--interactive")
 	}
+	a = append(a, c.extraArgs...)
 	a = append(a, c.OCIImage)
 	if c.EntrypointSet && len(c.Entrypoint) > 1 {
 		a = append(a, c.Entrypoint[1:]...)

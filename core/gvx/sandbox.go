@@ -122,10 +122,12 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	return sb, nil
 }
 
-// failure explains why the sandbox failed, with rungv's last words.
+// failure explains why the sandbox failed: how rungv ended and its last
+// words.
 func (sb *Sandbox) failure(what string, err error) error {
 	select {
 	case <-sb.exited:
+		err = fmt.Errorf("%w (%s)", err, sb.death())
 	case <-time.After(2 * time.Second):
 	}
 	msg := strings.TrimSpace(sb.tail.String())
@@ -133,6 +135,29 @@ func (sb *Sandbox) failure(what string, err error) error {
 		return fmt.Errorf("gvx: %s: %w\nrungv said:\n%s", what, err, msg)
 	}
 	return fmt.Errorf("gvx: %s: %w", what, err)
+}
+
+// death describes how the rungv process ended.
+//
+// Preconditions: sb.exited is closed.
+func (sb *Sandbox) death() string {
+	var ee *exec.ExitError
+	if !errors.As(sb.waitErr, &ee) {
+		return "rungv exited"
+	}
+	st, ok := ee.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return sb.waitErr.Error()
+	case st.Signaled() && st.Signal() == syscall.SIGSYS:
+		return "rungv was killed by SIGSYS: it made a host system call outside its lockdown allowlist, " +
+			"which is a gvx bug; please report it with the output of the same run under `rungv run --debug-seccomp`"
+	case st.Signaled() && st.Signal() == syscall.SIGKILL:
+		return "rungv was killed by SIGKILL (by another process, or the host's OOM killer)"
+	case st.Signaled():
+		return fmt.Sprintf("rungv was killed by %v", st.Signal())
+	}
+	return fmt.Sprintf("rungv exited with status %d", st.ExitStatus())
 }
 
 func (sb *Sandbox) kill() {
@@ -169,7 +194,7 @@ func (sb *Sandbox) exitCode() (int, error) {
 		return 0, nil
 	case errors.As(sb.waitErr, &ee):
 		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-			return 0, sb.failure("rungv", fmt.Errorf("killed by %v", st.Signal()))
+			return 0, sb.failure("waiting for the sandbox", errors.New("rungv ended before its command"))
 		}
 		return ee.ExitCode(), nil
 	}
@@ -245,14 +270,16 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 
 // callError adds rungv's last words to an error from a sandbox that died.
 func (sb *Sandbox) callError(err error) error {
-	if control.IsCode(err, control.CodeUnavailable) {
-		select {
-		case <-sb.exited:
-			return sb.failure("the sandbox exited", err)
-		default:
-		}
+	if !control.IsCode(err, control.CodeUnavailable) {
+		return err
 	}
-	return err
+	// The connection ends a moment before the process is reaped.
+	select {
+	case <-sb.exited:
+		return sb.failure("the sandbox exited", err)
+	case <-time.After(2 * time.Second):
+		return err
+	}
 }
 
 // ReadFile returns the content of a file in the sandbox.

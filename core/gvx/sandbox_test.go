@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
+	"z.gfire.dev/gvx/core/lockdown"
 )
 
 // These tests boot real sandboxes: rungv built from this tree, the Sentry,
@@ -30,7 +32,15 @@ var (
 
 const helperEnv = "GVX_SDK_TEST_HELPER"
 
+// Environment of a re-run of this suite (hostile harness, container): the
+// rungv binary and the image layout the parent prepared.
+const (
+	rungvEnv = "GVX_SDK_TEST_RUNGV"
+	imageEnv = "GVX_SDK_TEST_IMAGE"
+)
+
 func TestMain(m *testing.M) {
+	hostile.Harness()
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain())
 	}
@@ -38,20 +48,23 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	rungvBin = filepath.Join(dir, "rungv")
-	cmd := exec.Command("go", "build", "-o", rungvBin, "../cmd/rungv")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building rungv: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	b, err := testimage.Build()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	imageRef = b.LayoutRef()
 	testCache = filepath.Join(dir, "cache")
+	rungvBin, imageRef = os.Getenv(rungvEnv), os.Getenv(imageEnv)
+	if rungvBin == "" {
+		rungvBin = filepath.Join(dir, "rungv")
+		cmd := exec.Command("go", "build", "-o", rungvBin, "../cmd/rungv")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building rungv: %v\n%s", err, out)
+			os.Exit(1)
+		}
+		b, err := testimage.Build()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		imageRef = b.LayoutRef()
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -220,8 +233,135 @@ func TestRungvKilledIsReported(t *testing.T) {
 	sb := newSandbox(t, config())
 	syscall.Kill(sb.PID(), syscall.SIGKILL)
 	_, err := sb.Exec(context.Background(), []string{"true"}, nil)
-	if err == nil || !strings.Contains(err.Error(), "exited") {
-		t.Fatalf("exec on a killed sandbox: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "killed by SIGKILL") {
+		t.Errorf("exec on a sandbox killed by SIGKILL: %v", err)
+	}
+}
+
+// TestLockdownViolationIsReported has rungv make a forbidden host system
+// call after lockdown: the kernel kills it with SIGSYS, and the caller
+// says so and what to do.
+func TestLockdownViolationIsReported(t *testing.T) {
+	cfg := config()
+	cfg.extraArgs = []string{"--debug-lockdown-selftest"}
+	_, err := New(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "killed by SIGSYS") || !strings.Contains(err.Error(), "please report") {
+		t.Fatalf("a rungv killed by its lockdown filter: %v", err)
+	}
+}
+
+// TestRungvIsLockedDown reads the running rungv's status: no new
+// privileges, a seccomp filter, no capabilities.
+func TestRungvIsLockedDown(t *testing.T) {
+	sb := newSandbox(t, config())
+	st, err := lockdown.ReadStatus(sb.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.NoNewPrivs || st.Seccomp != 2 || st.CapEff != 0 {
+		t.Fatalf("rungv %d status %+v: want NoNewPrivs 1, Seccomp 2, CapEff 0", sb.PID(), st)
+	}
+}
+
+// coreCases are the tests the hostile and container re-runs must pass.
+var coreCases = []string{
+	"TestExec", "TestExecTimeoutKillsTheCommandNotTheSandbox", "TestParallelExecs", "TestFiles",
+	"TestRunReturnsTheCommandsExitCode", "TestCloseIsIdempotentAndFinal", "TestRungvIsLockedDown",
+}
+
+// shareForRerun copies rungv and the test image where uid 65534 can read
+// them, and returns the environment that points a re-run at them.
+func shareForRerun(t *testing.T) (string, []string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gvx-sdk-rerun-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if out, err := exec.Command("cp", "-a", rungvBin, filepath.Join(dir, "rungv")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	layout := strings.TrimSuffix(strings.TrimPrefix(imageRef, "oci:"), ":latest")
+	if out, err := exec.Command("cp", "-a", layout, filepath.Join(dir, "image")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if out, err := exec.Command("chmod", "-R", "a+rX", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chmod: %v %s", err, out)
+	}
+	return dir, []string{rungvEnv + "=" + filepath.Join(dir, "rungv"), imageEnv + "=oci:" + filepath.Join(dir, "image") + ":latest"}
+}
+
+// TestUnprivileged re-runs the core cases as uid 65534 with no
+// capabilities, under NO_NEW_PRIVS and a seccomp filter that makes user
+// namespaces and mounts impossible: what a container host gives.
+func TestUnprivileged(t *testing.T) {
+	if hostile.Active() || os.Getenv("GVX_IN_DOCKER") != "" {
+		t.Skip("already a re-run")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root to drop to uid 65534; this run is unprivileged already")
+	}
+	dir, env := shareForRerun(t)
+	log, err := hostile.Rerun(dir, env, "-test.run", "^("+strings.Join(append(coreCases, "TestHostileEnvironment"), "|")+")$")
+	if err != nil {
+		t.Fatalf("the suite under the hostile harness failed: %v\n%s", err, log)
+	}
+	if missing := hostile.Passed(log, append(coreCases, "TestHostileEnvironment")...); len(missing) > 0 {
+		t.Fatalf("did not pass under the hostile harness: %v\n%s", missing, log)
+	}
+}
+
+// TestHostileEnvironment checks, in a re-run, that the harness took effect.
+func TestHostileEnvironment(t *testing.T) {
+	if !hostile.Active() {
+		t.Skip("only meaningful under the hostile harness (see TestUnprivileged)")
+	}
+	st, err := lockdown.ReadStatus(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() != hostile.Nobody || !st.NoNewPrivs || st.Seccomp != 2 || st.CapEff != 0 {
+		t.Fatalf("not hostile: uid %d, status %+v", os.Getuid(), st)
+	}
+	if err := syscall.Unshare(syscall.CLONE_NEWUSER); err != syscall.EPERM {
+		t.Fatalf("unshare(CLONE_NEWUSER) = %v, want EPERM", err)
+	}
+}
+
+// TestInsideUnprivilegedDocker runs the core cases inside a host
+// `docker run --user 65534 --network none` container with Docker's default
+// seccomp profile and no added capabilities. The image is
+// GVX_TEST_DOCKER_IMAGE (make test loads gvx's default image when it runs
+// a docker daemon); the test binary and rungv are static.
+func TestInsideUnprivilegedDocker(t *testing.T) {
+	if hostile.Active() || os.Getenv("GVX_IN_DOCKER") != "" {
+		t.Skip("already a re-run")
+	}
+	image := os.Getenv("GVX_TEST_DOCKER_IMAGE")
+	if image == "" {
+		t.Skip("GVX_TEST_DOCKER_IMAGE is not set: no docker image to run the suite in (make test sets it when a docker daemon runs)")
+	}
+	if err := exec.Command("docker", "image", "inspect", image).Run(); err != nil {
+		t.Skipf("docker cannot see image %s: %v", image, err)
+	}
+	dir, _ := shareForRerun(t)
+	self, _ := os.Executable()
+	if out, err := exec.Command("cp", self, filepath.Join(dir, "gvx.test")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	os.Chmod(filepath.Join(dir, "gvx.test"), 0o755)
+	cmd := exec.Command("docker", "run", "--rm", "--pull", "never", "--user", "65534:65534", "--network", "none",
+		"--tmpfs", "/tmp:exec,mode=1777", "-v", dir+":/t:ro",
+		"-e", rungvEnv+"=/t/rungv", "-e", imageEnv+"=oci:/t/image:latest", "-e", "GVX_IN_DOCKER=1",
+		"--entrypoint", "/t/gvx.test", image,
+		"-test.v", "-test.count=1", "-test.timeout=10m", "-test.run", "^("+strings.Join(coreCases, "|")+")$")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the suite inside docker failed: %v\n%s", err, out)
+	}
+	if missing := hostile.Passed(string(out), coreCases...); len(missing) > 0 {
+		t.Fatalf("did not pass inside docker: %v\n%s", missing, out)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/store"
 )
@@ -36,6 +37,9 @@ type globalFlags struct {
 }
 
 func main() {
+	// A Sentry's core dump would hold guest memory and land in the user's
+	// directory; rungv never writes one.
+	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {

@@ -50,6 +50,7 @@ type runFlags struct {
 	quiet       bool
 	debug       bool
 	trapSeccomp bool
+	selftest    bool
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -100,6 +101,8 @@ signal N killed it).`,
 	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
 	fl.BoolVar(&f.trapSeccomp, "debug-seccomp", false, "report a host system call outside the allowlist with a stack trace instead of dying silently")
 	fl.MarkHidden("debug-seccomp")
+	fl.BoolVar(&f.selftest, "debug-lockdown-selftest", false, "after the sandbox starts, make a forbidden host system call: rungv must die with SIGSYS")
+	fl.MarkHidden("debug-lockdown-selftest")
 	return cmd
 }
 
@@ -213,6 +216,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			Platform: string(cfg.Platform),
 			Rungv:    version,
 		},
+	}
+	if f.selftest {
+		violateLockdown()
 	}
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
