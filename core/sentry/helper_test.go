@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"gvisor.dev/gvisor/pkg/seccomp"
+
+	"z.gfire.dev/gvx/core/internal/hostile"
 )
 
 // The test binary re-executes itself in helper modes to test what cannot
@@ -59,7 +60,7 @@ func runHelper(mode string) int {
 // the test binary running the whole suite. Its parent already dropped it to
 // uid 65534 with no capabilities.
 func runHarness() error {
-	if err := installHostileFilter(); err != nil {
+	if err := hostile.InstallFilter(); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -76,41 +77,6 @@ func runHarness() error {
 	env = append(env, hostileEnv+"=1")
 	args := append([]string{self}, os.Args[1:]...)
 	return syscall.Exec(self, args, env)
-}
-
-// installHostileFilter installs the filter a locked-down container host
-// (Docker's default profile, a Kubernetes pod) imposes.
-func installHostileFilter() error {
-	newFlags := []uintptr{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC, unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET}
-	var cloneNew seccomp.Or
-	for _, f := range newFlags {
-		cloneNew = append(cloneNew, seccomp.PerArg{seccomp.MaskedEqual(f, f)})
-	}
-	eperm := seccomp.MakeSyscallRules(map[uintptr]seccomp.SyscallRule{
-		unix.SYS_UNSHARE: seccomp.MatchAll{},
-		unix.SYS_SETNS:   seccomp.MatchAll{},
-		unix.SYS_MOUNT:   seccomp.MatchAll{},
-		unix.SYS_CLONE:   cloneNew,
-	})
-	enosys := seccomp.MakeSyscallRules(map[uintptr]seccomp.SyscallRule{
-		unix.SYS_CLONE3: seccomp.MatchAll{},
-	})
-	prog := &seccomp.Program{
-		RuleSets: []seccomp.RuleSet{
-			{Rules: eperm, Action: seccomp.ReturnError.Code(uint16(unix.EPERM))},
-			{Rules: enosys, Action: seccomp.ReturnError.Code(uint16(unix.ENOSYS))},
-		},
-		Options: seccomp.ProgramOptions{DefaultAction: seccomp.Allow, BadArchAction: seccomp.KillProcess},
-	}
-	insns, _, err := prog.Build()
-	if err != nil {
-		return fmt.Errorf("building the hostile filter: %w", err)
-	}
-	// SetFilter sets NO_NEW_PRIVS first, as an unprivileged process must.
-	if err := seccomp.SetFilter(insns); err != nil {
-		return fmt.Errorf("installing the hostile filter: %w", err)
-	}
-	return nil
 }
 
 // openImage opens the test image for a helper.
