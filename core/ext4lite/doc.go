@@ -26,8 +26,10 @@
 // Metadata goes through the JBD2 journal in ordered mode with checksum v3:
 // changes collect in a running transaction, which commits on Sync/Fsync,
 // when it grows large, when it is older than Options.CommitInterval (from a
-// background goroutine if the filesystem is idle), and on Close. File data is written in place
-// before the commit that makes it reachable. Blocks freed in the running
+// background goroutine if the filesystem is idle), and on Close. Dirty
+// inodes and group descriptors are written into their blocks, with their
+// checksums, once per commit. File data is written in place before the
+// commit that makes it reachable. Blocks freed in the running
 // transaction cannot be reused before it commits; freed metadata blocks get
 // revoke records. needs_recovery is set while committed transactions wait in
 // the journal. Open replays journals written by ext4lite or by Linux, then
@@ -59,11 +61,14 @@
 // # Errors
 //
 // Failures come back as errors, never panics. Expected conditions wrap a
-// unix.Errno (ENOENT, EEXIST, ENOTEMPTY, ENOSPC, ...). Corrupt metadata
-// wraps ErrCorrupt and device failures wrap the device error; both also
-// match unix.EIO. If such an error strikes in the middle of a change, the
-// filesystem fails: the change is never committed, and later changes return
-// errors wrapping ErrFailed.
+// unix.Errno (ENOENT, EEXIST, ENOTEMPTY, ENOSPC, ...) and are detected
+// before anything changes (free space is reserved up front). Corrupt
+// metadata wraps ErrCorrupt and device failures wrap the device error;
+// both also match unix.EIO. If such an error strikes in the middle of a
+// change, the filesystem fails: the change is never committed, and later
+// changes return errors wrapping ErrFailed. A panic inside an operation (a
+// bug) is recovered into ErrInternal and fails the filesystem the same
+// way.
 //
 // # Locking
 //
@@ -71,7 +76,9 @@
 // operation that may change the filesystem (including data writes, Sync and
 // Close) holds it exclusively; pure reads (Lookup, Stat, ReadAt, ReadDir,
 // Readlink, GetXattr, ListXattr, Statfs) hold it shared and run in
-// parallel. Under the shared lock, state that is loaded lazily — a file's
+// parallel (ReadDir calls its callback with no lock held). A background
+// goroutine takes FS.mu exclusively to commit old transactions. Under the
+// shared lock, state that is loaded lazily — a file's
 // block map, a directory's index — is guarded per inode by inode.loadMu,
 // and the block and inode caches by FS.cacheMu and FS.inodeMu. Lock order:
 // FS.mu, then inode.loadMu, then FS.inodeMu or FS.cacheMu (leaf locks,
