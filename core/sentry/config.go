@@ -69,6 +69,10 @@ type Config struct {
 	// NetRaw lets guest root open raw and packet sockets.
 	NetRaw bool
 
+	// AllowPacketSocketWrite lets packet sockets (AF_PACKET, which need
+	// NetRaw) send as well as receive. Off, they only capture.
+	AllowPacketSocketWrite bool
+
 	// AllowSUID honours set-user-ID and set-group-ID bits on guest
 	// executables.
 	AllowSUID bool

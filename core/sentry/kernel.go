@@ -46,7 +46,7 @@ func newKernel(c Config, plat platform.Platform, mf *pgalloc.MemoryFile) (*kerne
 		// consults the same flag.
 		nftables.EnableNFTables()
 	}
-	creator := &netstackCreator{clock: tk, ids: k, netRaw: c.NetRaw, nftables: c.NFTables}
+	creator := &netstackCreator{clock: tk, ids: k, netRaw: c.NetRaw, packetWrite: c.AllowPacketSocketWrite, nftables: c.NFTables}
 	rootStack, err := creator.newStack()
 	if err != nil {
 		return nil, nil, err

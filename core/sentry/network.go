@@ -27,10 +27,11 @@ import (
 //
 // netstackCreator implements inet.NetworkStackCreator.
 type netstackCreator struct {
-	clock    tcpip.Clock
-	ids      uniqueid.Provider
-	netRaw   bool
-	nftables bool
+	clock       tcpip.Clock
+	ids         uniqueid.Provider
+	netRaw      bool
+	packetWrite bool
+	nftables    bool
 }
 
 var _ inet.NetworkStackCreator = (*netstackCreator)(nil)
@@ -60,6 +61,8 @@ func (c *netstackCreator) newStack() (*netstack.Stack, error) {
 		Stats:              netstack.Metrics,
 		HandleLocal:        true,
 		DefaultIPTables:    netfilter.DefaultLinuxTables,
+		// Packet sockets can only read unless the sandbox allows writes.
+		AllowPacketEndpointWrite: c.packetWrite,
 	}
 	if c.netRaw {
 		// Without a raw factory no raw or packet endpoint can be made,

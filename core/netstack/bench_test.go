@@ -1,0 +1,83 @@
+package netstack
+
+import (
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+)
+
+// These measure the relays with a plain stack as the guest; benchmarks/
+// measures real sandboxes.
+
+const benchChunk = 1 << 20
+
+// BenchmarkNATUpload sends from the guest through the NAT to a host sink.
+func BenchmarkNATUpload(b *testing.B) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	_, g := attach(b, Config{Mode: ModeNAT, HostLoopback: true})
+	c, err := dialGuest(b, g, gateway(l.Addr().(*net.TCPAddr).AddrPort().Port()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, benchChunk)
+	b.SetBytes(benchChunk)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPublishUnixUpload sends from the host through a unix socket to
+// a guest sink.
+func BenchmarkPublishUnixUpload(b *testing.B) {
+	sock := filepath.Join(b.TempDir(), "s")
+	_, g := attach(b, Config{Publish: []Publish{{HostPath: sock, GuestPort: 7000}}})
+	l, err := gonet.ListenTCP(g, tcpip.FullAddress{Addr: guestLoopback, Port: 7000}, ipv4.ProtocolNumber)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, benchChunk)
+	b.SetBytes(benchChunk)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+)
+
+// guestDialTimeout bounds connecting to the guest for a published port.
+const guestDialTimeout = 10 * time.Second
+
+// guestLoopback is where published ports reach guest services.
+var guestLoopback = tcpip.AddrFrom4([4]byte{127, 0, 0, 1})
+
+// published is one published port: its host listener and how it relays
+// into the guest.
+type published struct {
+	p      Publish
+	stream net.Listener // TCP and unix
+	dgram  *net.UDPConn // UDP
+}
+
+// listen opens p's host side. Unix sockets are never unlinked by the
+// process (the lockdown forbids unlink); the caller removes the file.
+func listen(p Publish) (*published, error) {
+	switch {
+	case p.HostPath != "":
+		if _, err := os.Lstat(p.HostPath); err == nil {
+			return nil, fmt.Errorf("netstack: publish %s: %s exists; remove it or pick another path (is another sandbox using it?)", p, p.HostPath)
+		}
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p.HostPath, Net: "unix"})
+		if err != nil {
+			return nil, fmt.Errorf("netstack: publish %s: %w", p, err)
+		}
+		l.SetUnlinkOnClose(false)
+		if err := os.Chmod(p.HostPath, 0o600); err != nil {
+			l.Close()
+			os.Remove(p.HostPath)
+			return nil, fmt.Errorf("netstack: publish %s: %w", p, err)
+		}
+		return &published{p: p, stream: l}, nil
+	case p.Protocol == UDP:
+		c, err := net.ListenUDP(network("udp", p.HostAddr), net.UDPAddrFromAddrPort(p.HostAddr))
+		if err != nil {
+			return nil, fmt.Errorf("netstack: publish %s: %w (is the port in use?)", p, err)
+		}
+		p.HostAddr = c.LocalAddr().(*net.UDPAddr).AddrPort()
+		return &published{p: p, dgram: c}, nil
+	default:
+		lc := net.ListenConfig{KeepAlive: -1} // no keep-alive setsockopt after lockdown
+		l, err := lc.Listen(context.Background(), network("tcp", p.HostAddr), p.HostAddr.String())
+		if err != nil {
+			return nil, fmt.Errorf("netstack: publish %s: %w (is the port in use?)", p, err)
+		}
+		p.HostAddr = l.Addr().(*net.TCPAddr).AddrPort()
+		return &published{p: p, stream: l}, nil
+	}
+}
+
+// Close implements io.Closer.
+func (pub *published) Close() error {
+	if pub.stream != nil {
+		return pub.stream.Close()
+	}
+	return pub.dgram.Close()
+}
+
+// serve relays the port into guest until the listener is closed.
+func (pub *published) serve(guest *stack.Stack, flows *flowSet, logf func(string, ...any)) {
+	if pub.dgram != nil {
+		pub.serveUDP(guest, flows, logf)
+		return
+	}
+	for {
+		c, err := pub.stream.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: back off rather than spin.
+			logf("netstack: publish %s: accept: %v", pub.p, err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		host, ok := c.(stream)
+		if !ok {
+			c.Close()
+			continue
+		}
+		flows.run(func() { pub.relayConn(guest, host, logf) }, host)
+	}
+}
+
+// relayConn connects to the guest port and relays host through it.
+func (pub *published) relayConn(guest *stack.Stack, host stream, logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), guestDialTimeout)
+	g, err := gonet.DialContextTCP(ctx, guest, tcpip.FullAddress{Addr: guestLoopback, Port: pub.p.GuestPort}, ipv4.ProtocolNumber)
+	cancel()
+	if err != nil {
+		// Nothing listens there (yet): the client sees the connection
+		// close at once, as with a refused connection behind a proxy.
+		logf("netstack: publish %s: connecting to the guest: %v", pub.p, err)
+		host.Close()
+		return
+	}
+	relayStreams(host, g)
+}
+
+// serveUDP relays datagrams: each host peer gets its own guest socket,
+// connected to the guest port, for as long as the flow is active.
+func (pub *published) serveUDP(guest *stack.Stack, flows *flowSet, logf func(string, ...any)) {
+	var mu sync.Mutex
+	peers := map[netip.AddrPort]*udpFlow{}
+	var count atomic.Int32
+	buf := make([]byte, maxDatagram)
+	for {
+		n, from, err := pub.dgram.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if isTransient(err) {
+				continue
+			}
+			logf("netstack: publish %s: %v", pub.p, err)
+			return
+		}
+		mu.Lock()
+		f := peers[from]
+		mu.Unlock()
+		if f == nil {
+			if count.Load() >= maxUDPFlows {
+				continue
+			}
+			g, err := gonet.DialUDP(guest, nil, &tcpip.FullAddress{Addr: guestLoopback, Port: pub.p.GuestPort}, ipv4.ProtocolNumber)
+			if err != nil {
+				logf("netstack: publish %s: %v", pub.p, err)
+				continue
+			}
+			f = &udpFlow{a: connPeer{g}, b: &udpReplyPeer{c: pub.dgram, to: from, closed: make(chan struct{})}, idle: udpIdleTimeout}
+			mu.Lock()
+			peers[from] = f
+			mu.Unlock()
+			count.Add(1)
+			flows.run(func() {
+				f.run()
+				mu.Lock()
+				delete(peers, from)
+				mu.Unlock()
+				count.Add(-1)
+			}, f)
+		}
+		f.touch()
+		f.a.send(buf[:n])
+	}
+}
+
+// udpReplyPeer is a host UDP peer of a published port: datagrams to it
+// leave through the port's shared socket; what it sends arrives through
+// the port's read loop, not through serve.
+//
+// udpReplyPeer implements datagramPeer.
+type udpReplyPeer struct {
+	c      *net.UDPConn
+	to     netip.AddrPort
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (p *udpReplyPeer) send(b []byte) error {
+	_, err := p.c.WriteToUDPAddrPort(b, p.to)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return nil // one lost datagram; the flow goes on
+	}
+	return err
+}
+
+func (p *udpReplyPeer) serve(func([]byte)) { <-p.closed }
+
+// Close implements io.Closer. The shared socket stays open.
+func (p *udpReplyPeer) Close() error {
+	p.once.Do(func() { close(p.closed) })
+	return nil
+}

@@ -1,0 +1,52 @@
+package netstack
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// relayBufSize is the copy buffer of one direction of a relayed stream.
+const relayBufSize = 128 << 10
+
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, relayBufSize); return &b }}
+
+// stream is a connection whose sending half can be closed alone: TCP on
+// the host, a unix socket, or a connection in a gVisor stack.
+type stream interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// relayStreams copies a to b and b to a until both directions end, then
+// closes both. A direction that reaches EOF half-closes its destination,
+// so the other direction keeps flowing (a request sent with shutdown(WR)
+// still gets its answer); a direction that fails closes both.
+func relayStreams(a, b stream) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		copyHalf(b, a)
+	}()
+	copyHalf(a, b)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// copyHalf copies src to dst, then half-closes dst, or closes both on an
+// error.
+func copyHalf(dst, src stream) {
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	// Plain Reader and Writer: no ReadFrom/WriteTo fast paths (splice,
+	// sendfile), whose system calls the lockdown does not allow.
+	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+	if err != nil {
+		dst.Close()
+		src.Close()
+		return
+	}
+	dst.CloseWrite()
+}
