@@ -159,10 +159,12 @@ func planMkfs(size int64, opts MkfsOptions) (*mkfsLayout, error) {
 	bpg := uint32(8 * bs)
 	descPerBlock := uint32(bs / disk.MinDescSize64Bit)
 	var groups, ipg, itb, descBlocks, rsv uint32
+	// The inode count follows the device size, even if the last group
+	// is dropped below (as mke2fs does).
+	inodes := blocks * bs / uint64(ratio)
 	for {
 		groups = uint32((blocks + uint64(bpg) - 1) / uint64(bpg))
 		descBlocks = (groups + descPerBlock - 1) / descPerBlock
-		inodes := blocks * bs / uint64(ratio)
 		ipg = uint32((inodes + uint64(groups) - 1) / uint64(groups))
 		ipg = min(ipg, 8*uint32(bs))
 		itb = (ipg*mkfsInodeSize + uint32(bs) - 1) / uint32(bs)
@@ -216,10 +218,10 @@ func planMkfs(size int64, opts MkfsOptions) (*mkfsLayout, error) {
 	if l.lpfBlk, err = l.alloc(0, mkfsLostFoundLen); err != nil {
 		return nil, err
 	}
-	if rsv > 0 {
-		if l.dindBlk, err = l.alloc(0, 1); err != nil {
-			return nil, err
-		}
+	// The resize inode exists with the feature even if nothing is
+	// reserved: e2fsck insists on its double indirect block.
+	if l.dindBlk, err = l.alloc(0, 1); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -371,17 +373,26 @@ func (l *mkfsLayout) placeMetadata() error {
 	}
 	for first := uint32(0); first < g.groups; first += g.groupsPerFlex {
 		c := min(g.groupsPerFlex, g.groups-first)
-		need := uint64(2*c) + uint64(c)*uint64(g.itableBlocks)
+		// mke2fs spaces the three runs by the number of groups in the
+		// flex group, except that a lone last group is spaced like a full
+		// flex group; the gaps stay free.
+		off := c
+		if c == 1 {
+			off = g.groupsPerFlex
+		}
 		start := g.groupStart(first) + uint64(g.superOverhead(first))
-		if start+need > g.groupStart(first)+uint64(g.blocksInGroup(first)) {
+		end := start + uint64(2*off) + uint64(c)*uint64(g.itableBlocks)
+		if end > g.groupStart(first)+uint64(g.blocksInGroup(first)) {
 			return fmt.Errorf("ext4lite: mkfs: the metadata of %d groups does not fit one group; use a larger inode ratio", c)
 		}
-		l.markUsed(start, need)
+		l.markUsed(start, uint64(c))
+		l.markUsed(start+uint64(off), uint64(c))
+		l.markUsed(start+uint64(2*off), uint64(c)*uint64(g.itableBlocks))
 		for k := range c {
 			d := l.descs[first+k]
 			d.SetBlockBitmap(start + uint64(k))
-			d.SetInodeBitmap(start + uint64(c+k))
-			d.SetInodeTable(start + uint64(2*c) + uint64(k)*uint64(g.itableBlocks))
+			d.SetInodeBitmap(start + uint64(off+k))
+			d.SetInodeTable(start + uint64(2*off) + uint64(k)*uint64(g.itableBlocks))
 		}
 	}
 	return nil

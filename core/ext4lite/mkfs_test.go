@@ -8,7 +8,7 @@ import (
 )
 
 func TestMkfsIsClean(t *testing.T) {
-	for _, size := range []int64{16 << 20, 64 << 20, 600 << 20, 1 << 30, 5 << 30, 17 << 30} {
+	for _, size := range []int64{8 << 20, 16 << 20, 64 << 20, 600 << 20, 1 << 30, 1025 << 20, 5 << 30, 17 << 30} {
 		path := filepath.Join(t.TempDir(), "v.img")
 		if err := Create(path, size); err != nil {
 			t.Fatalf("Create(%d): %v", size, err)
@@ -19,7 +19,7 @@ func TestMkfsIsClean(t *testing.T) {
 
 func TestMkfsMatchesMkfsExt4(t *testing.T) {
 	needTool(t, "dumpe2fs")
-	for _, size := range []string{"64M", "1G", "16G"} {
+	for _, size := range []string{"8M", "64M", "511M", "1G", "1025M", "4100M", "16G", "40G"} {
 		ref := mkfsExt4(t, size)
 		ours := filepath.Join(t.TempDir(), "ours.img")
 		out, _ := exec.Command("stat", "-c", "%s", ref).Output()

@@ -220,10 +220,8 @@ func (l *mkfsLayout) writeInodes(w *blockWriter, opts MkfsOptions) error {
 	backup[16] = uint32(j.Size())
 	sb.SetJnlBlocks(backup)
 
-	if rsv := g.reservedGdt; rsv > 0 {
-		if err := l.writeResizeInode(w, newInode(disk.ResizeIno, disk.ModeReg|0o600, 1)); err != nil {
-			return err
-		}
+	if err := l.writeResizeInode(w, newInode(disk.ResizeIno, disk.ModeReg|0o600, 1)); err != nil {
+		return err
 	}
 	for _, ino := range []Ino{disk.BadIno, disk.RootIno, disk.ResizeIno, disk.JournalIno, disk.LostFoundIno} {
 		n := inode(ino)
@@ -276,8 +274,6 @@ func (l *mkfsLayout) writeResizeInode(w *blockWriter, n disk.Inode) error {
 	w.put(l.dindBlk, dind)
 	binary.LittleEndian.PutUint32(n.IBlock()[4*dindBlock:], uint32(l.dindBlk))
 	n.SetSectors(blocks * uint64(bs/512))
-	n.SetCrtime(disk.Timestamp{})
-	n.SetCrtime(l.now)
 	return nil
 }
 
