@@ -2,8 +2,22 @@ package disk
 
 import (
 	"bytes"
+	"fmt"
+	"runtime"
 	"testing"
+	"time"
 )
+
+// watchdog crashes the fuzz worker, with stacks, if an input runs for 10s,
+// so the fuzzer keeps the input. Use as defer watchdog()().
+func watchdog() func() {
+	t := time.AfterFunc(10*time.Second, func() {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		panic(fmt.Sprintf("fuzz input ran for 10s:\n%s", buf[:n]))
+	})
+	return func() { t.Stop() }
+}
 
 // Every parser must turn arbitrary bytes into a value or an error, never a
 // panic; what parses must survive a marshal/parse round trip.
@@ -101,6 +115,7 @@ func FuzzSuperblock(f *testing.F) {
 	f.Add(make([]byte, SuperblockSize))
 	f.Add(seedSuperblock())
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer watchdog()()
 		sb, err := ParseSuperblock(b)
 		if err != nil {
 			return
@@ -117,6 +132,7 @@ func FuzzInode(f *testing.F) {
 	f.Add(make([]byte, 256))
 	f.Add(seedInode())
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer watchdog()()
 		// Inode sizes are powers of two from 128 (the superblock
 		// guarantees it).
 		size := GoodOldInodeSize
@@ -154,6 +170,7 @@ func FuzzExtentNode(f *testing.F) {
 	f.Add(seedExtentLeaf())
 	f.Add([]byte(Inode(seedInode()).IBlock()))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer watchdog()()
 		node, err := ParseExtentNode(b)
 		if err != nil {
 			return
@@ -183,6 +200,7 @@ func FuzzDirBlock(f *testing.F) {
 	f.Add(seedDirBlock())
 	f.Add(seedDxRoot())
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer watchdog()()
 		for _, end := range []int{len(b), len(b) - DirTailSize} {
 			if end < 0 {
 				continue
@@ -210,6 +228,7 @@ func FuzzXattrBlock(f *testing.F) {
 	f.Add(make([]byte, 1024))
 	f.Add(seedXattrBlock())
 	f.Fuzz(func(t *testing.T, b []byte) {
+		defer watchdog()()
 		_, xs, err := ParseXattrBlock(b, 99, 5, false)
 		if err != nil || !XattrBlockFits(xs, len(b)) {
 			return
