@@ -35,7 +35,9 @@
 // the journal. Open replays journals written by ext4lite or by Linux, then
 // releases orphaned inodes. Close commits, checkpoints, marks the journal
 // empty and the filesystem clean, and discards blocks freed during the
-// session so image files stay sparse.
+// session so image files stay sparse. A filesystem without a journal
+// (mkfs -O ^has_journal) gets its changes written in place at each commit
+// and is marked not clean while open: after a crash it needs e2fsck.
 //
 // # Using it from a VFS
 //
