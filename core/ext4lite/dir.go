@@ -102,6 +102,9 @@ func (fs *FS) dirAddReserve(n *inode) uint64 {
 // Preconditions: fs.mu is held exclusively; name is not in the directory;
 // dirAddBlocks blocks were reserved.
 func (fs *FS) dirAdd(n *inode, d *dirIndex, name string, ino Ino, ft uint8) error {
+	if d.inline != nil {
+		return fmt.Errorf("directory %d keeps its entries inline: %w", n.ino, unix.EROFS)
+	}
 	if err := fs.stripHtree(n, d); err != nil {
 		return err
 	}
@@ -208,6 +211,9 @@ func (fs *FS) dirGrow(n *inode, m *fileMap, d *dirIndex) (uint32, []byte, error)
 //
 // Preconditions: fs.mu is held exclusively; name is in the directory.
 func (fs *FS) dirRemove(n *inode, d *dirIndex, name string) error {
+	if d.inline != nil {
+		return fmt.Errorf("directory %d keeps its entries inline: %w", n.ino, unix.EROFS)
+	}
 	if err := fs.stripHtree(n, d); err != nil {
 		return err
 	}
@@ -278,6 +284,9 @@ func (fs *FS) dirRemove(n *inode, d *dirIndex, name string) error {
 //
 // Preconditions: fs.mu is held exclusively; name is in the directory.
 func (fs *FS) dirSet(n *inode, d *dirIndex, name string, ino Ino, ft uint8) error {
+	if d.inline != nil {
+		return fmt.Errorf("directory %d keeps its entries inline: %w", n.ino, unix.EROFS)
+	}
 	if err := fs.stripHtree(n, d); err != nil {
 		return err
 	}

@@ -42,6 +42,9 @@ type dirIndex struct {
 	// dxNodes are the logical blocks holding htree interior nodes; with
 	// the root in block 0 they are stripped before the first change.
 	dxNodes []uint32
+	// inline lists, in on-disk order, the entries of a directory kept in
+	// its inode (inline_data, read-only); nil otherwise.
+	inline []Dirent
 }
 
 func gapBucket(gap int) int { return min(gap, (gapBuckets-1)*4) / 4 }
@@ -85,10 +88,12 @@ func (fs *FS) dirIndexOf(n *inode) (*dirIndex, error) {
 	if n.dir != nil {
 		return n.dir, nil
 	}
+	var d *dirIndex
 	if n.raw.Flags()&disk.FlagInlineData != 0 {
-		return nil, fmt.Errorf("directory %d keeps its entries inline (inline_data): %w", n.ino, unix.EOPNOTSUPP)
+		d, err = fs.loadInlineDir(n)
+	} else {
+		d, err = fs.loadDirIndex(n, m)
 	}
-	d, err := fs.loadDirIndex(n, m)
 	if err != nil {
 		return nil, fmt.Errorf("directory %d: %w", n.ino, err)
 	}
@@ -241,4 +246,61 @@ func blockGap(b []byte, end int) (int, error) {
 		return true
 	})
 	return best, err
+}
+
+// loadInlineDir reads a directory kept in its inode (inline_data): the
+// parent's number in the first 4 bytes of i_block, entries in the rest of
+// i_block and in the system.data attribute. "." and ".." are implied.
+func (fs *FS) loadInlineDir(n *inode) (*dirIndex, error) {
+	ib := n.raw.IBlock()
+	parent := le32(ib[0:4])
+	d := &dirIndex{names: map[string]dirSlot{
+		".":  {ino: n.ino, ft: disk.FtDir},
+		"..": {ino: parent, ft: disk.FtDir},
+	}}
+	d.inline = []Dirent{{Name: ".", Ino: n.ino, Type: DT_DIR}, {Name: "..", Ino: parent, Type: DT_DIR}}
+	regions := [][]byte{ib[4:]}
+	xs, err := disk.ParseInodeXattrs(n.raw)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range xs {
+		if x.Index == disk.InlineDataXattrIndex && x.Name == disk.InlineDataXattrNameStr && len(x.Value) > 0 {
+			regions = append(regions, x.Value)
+		}
+	}
+	for _, r := range regions {
+		var werr error
+		err := disk.WalkDirBlock(r, len(r), fs.geo.inodesCount, func(e disk.DirEntry) bool {
+			if e.Inode == 0 {
+				return true
+			}
+			name := string(e.Name)
+			if _, dup := d.names[name]; dup {
+				werr = corruptf("inline directory %d: name %q appears twice", n.ino, name)
+				return false
+			}
+			ft := e.FileType
+			if ft >= disk.FtMax {
+				ft = disk.FtUnknown
+			}
+			d.names[name] = dirSlot{ino: e.Inode, ft: ft}
+			d.inline = append(d.inline, Dirent{Name: name, Ino: e.Inode, Type: dtOfFt[ft]})
+			d.entries++
+			if ft == disk.FtDir {
+				d.subdirs++
+			}
+			return true
+		})
+		if err == nil {
+			err = werr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inline directory %d: %w", n.ino, err)
+		}
+	}
+	for i := range d.inline {
+		d.inline[i].Next = int64(i + 1)
+	}
+	return d, nil
 }

@@ -162,3 +162,40 @@ func TestConvertedExt3(t *testing.T) {
 		}
 	})
 }
+
+// TestInlineDataReadOnly reads a filesystem where Linux kept small files,
+// symlinks and directories inside their inodes.
+func TestInlineDataReadOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot loop-mount to have Linux write inline data")
+	}
+	img := mkfsExt4(t, "64M", "-O", "inline_data")
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("loop mount impossible here (%v: %s)", err, out)
+	}
+	os.MkdirAll(filepath.Join(mnt, "small/sub"), 0o755)
+	os.MkdirAll(filepath.Join(mnt, "many"), 0o755)
+	for i := range 8 {
+		os.WriteFile(filepath.Join(mnt, "small", fmt.Sprintf("f%d", i)), bytes.Repeat([]byte{'a' + byte(i)}, i*20), 0o644)
+	}
+	for i := range 300 {
+		os.WriteFile(filepath.Join(mnt, "many", fmt.Sprintf("file-%d", i)), nil, 0o644)
+	}
+	os.WriteFile(filepath.Join(mnt, "tiny"), []byte("tiny"), 0o644)
+	os.WriteFile(filepath.Join(mnt, "medium"), bytes.Repeat([]byte("m"), 120), 0o644)
+	os.Symlink("target", filepath.Join(mnt, "small/link"))
+	src := t.TempDir()
+	if out, err := exec.Command("cp", "-a", mnt+"/.", src).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	exec.Command("umount", mnt).Run()
+	if !strings.Contains(debugfs(t, img, false, "stat /small/sub"), "Size of inline data") {
+		t.Skip("Linux did not inline the directory")
+	}
+	fs := openRO(t, img)
+	n := compareWithHost(t, fs, RootIno, src, "lost+found")
+	t.Logf("%d entries read back identically", n)
+	fs.Close()
+	mustClean(t, img)
+}

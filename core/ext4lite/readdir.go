@@ -70,6 +70,13 @@ func (fs *FS) readDirBatch(dir Ino, off int64) (batch []Dirent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.inline != nil {
+		// Inline directories count entries, not bytes.
+		for i := max(off, 0); i < int64(len(d.inline)) && len(batch) < readDirBatch; i++ {
+			batch = append(batch, d.inline[i])
+		}
+		return batch, nil
+	}
 	m, err := fs.fileMapOf(n)
 	if err != nil {
 		return nil, err
