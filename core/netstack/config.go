@@ -107,6 +107,13 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// Validate reports what is wrong with c, saying what to write instead.
+// New validates too.
+func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
 // validate checks c and returns a copy with defaults filled in.
 func (c Config) validate() (Config, error) {
 	switch c.Mode {

@@ -15,7 +15,8 @@ import (
 )
 
 // The janitor removes files rungv created on the host (unix sockets of
-// --control and published ports) once rungv is gone, however it went:
+// --control and of ports published with -p unix:…) once rungv is gone,
+// however it went:
 // after lockdown rungv itself may not unlink anything, and after kill -9 it
 // can do nothing at all. The janitor is a second rungv process started
 // before lockdown; it waits for the end of a pipe whose write end only
@@ -83,6 +84,30 @@ func newJanitorCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// startJanitorFor starts one janitor for the control socket and the
+// published unix sockets; it returns nil if there is nothing to remove.
+// If it cannot start, it removes the sockets itself (rungv is not locked
+// down yet) and fails.
+func startJanitorFor(ctl *controlEndpoint, nw *sandboxNetwork) (*os.File, error) {
+	files, err := nw.janitorFiles()
+	if ctl.file != nil {
+		files = append(files, *ctl.file)
+	}
+	if err == nil {
+		var janitor *os.File
+		if janitor, err = startJanitor(files); err == nil {
+			return janitor, nil
+		}
+	}
+	for _, f := range files {
+		os.Remove(f.path)
+	}
+	for _, path := range nw.SocketPaths() {
+		os.Remove(path)
+	}
+	return nil, err
 }
 
 // identify returns the janitor entry for path as it is now.

@@ -51,6 +51,7 @@ type runFlags struct {
 	debug       bool
 	trapSeccomp bool
 	selftest    bool
+	net         netFlags
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -66,7 +67,8 @@ any guest code runs. rungv exits with the command's exit code (128+N if
 signal N killed it).`,
 		Example: `  rungv run busybox echo hello
   rungv run -e A=1 -w /tmp -u 1000 --memory 512m oci:./img:latest sh -c 'id; pwd'
-  rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest`,
+  rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest
+  rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var entrypoint *string
@@ -103,6 +105,7 @@ signal N killed it).`,
 	fl.MarkHidden("debug-seccomp")
 	fl.BoolVar(&f.selftest, "debug-lockdown-selftest", false, "after the sandbox starts, make a forbidden host system call: rungv must die with SIGSYS")
 	fl.MarkHidden("debug-lockdown-selftest")
+	f.net.register(fl)
 	return cmd
 }
 
@@ -148,8 +151,19 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return err
 	}
 	defer ctl.close()
+	nw, err := openNetwork(&f.net, debugLogf(f.debug))
+	if err != nil {
+		return err
+	}
+	defer nw.Close()
+	janitor, err := startJanitorFor(ctl, nw)
+	if err != nil {
+		return err
+	}
+	defer janitor.Close() // the janitor removes the sockets once rungv is gone
 	cfg.Image = erofsFile
 	cfg.Lockdown = lockdown.Options{ControlFD: ctl.listenFD(), TrapViolations: f.trapSeccomp}
+	nw.configure(&cfg)
 	if f.debug {
 		cfg.LogWriter, cfg.Debug = os.Stderr, true
 	}
@@ -158,6 +172,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return err
 	}
 	defer sb.Close()
+	nw.prepareGuest(ctx, sb)
 
 	passwd, _ := sb.ReadFile(ctx, "/etc/passwd")
 	group, _ := sb.ReadFile(ctx, "/etc/group")
@@ -288,6 +303,9 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	cfg.Hostname = f.hostname
 	cfg.NetRaw = f.netRaw
 	cfg.AllowSUID = f.allowSUID
+	if err := f.net.check(&cfg); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -360,7 +378,7 @@ func (s *stopper) killAfter(grace time.Duration) {
 // controlEndpoint is where clients reach the control server.
 type controlEndpoint struct {
 	listener *net.UnixListener // unix:PATH
-	janitor  *os.File          // removes the socket file once rungv is gone
+	file     *janitorFile      // the socket file, for the janitor
 	conn     net.Conn          // fd:N
 }
 
@@ -388,15 +406,12 @@ func openControl(spec string) (*controlEndpoint, error) {
 			return nil, err
 		}
 		id, err := identify(path)
-		if err == nil {
-			var janitor *os.File
-			if janitor, err = startJanitor([]janitorFile{id}); err == nil {
-				return &controlEndpoint{listener: l, janitor: janitor}, nil
-			}
+		if err != nil {
+			l.Close()
+			os.Remove(path)
+			return nil, err
 		}
-		l.Close()
-		os.Remove(path)
-		return nil, err
+		return &controlEndpoint{listener: l, file: &id}, nil
 	case strings.HasPrefix(spec, "fd:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(spec, "fd:"))
 		if err != nil || n < 3 {
@@ -451,7 +466,7 @@ func (c *controlEndpoint) serve(ctx context.Context, srv *control.Server, gone f
 }
 
 // close stops listening; the janitor removes the socket file when rungv
-// exits (holding the janitor pipe until then).
+// exits.
 func (c *controlEndpoint) close() {
 	if c.listener != nil {
 		c.listener.Close()

@@ -31,7 +31,7 @@ import (
 
 // recipeVersion changes whenever the layers below change, so cached builds
 // of an older recipe are not reused.
-const recipeVersion = "4"
+const recipeVersion = "6"
 
 // BusyboxPath is where Debian's busybox-static installs the binary.
 const BusyboxPath = "/bin/busybox"
@@ -59,6 +59,8 @@ var Applets = []string{
 	"grep", "head", "hostname", "id", "kill", "ln", "ls", "mkdir", "mount",
 	"mv", "ps", "pwd", "readlink", "rm", "sed", "seq", "sleep", "sort",
 	"stat", "tail", "tee", "test", "touch", "true", "uname", "wc", "yes",
+	// Network tools (core/netstack's tests).
+	"arping", "httpd", "ip", "nc", "nslookup", "ping", "wget",
 }
 
 var epoch = time.Unix(1700000000, 0)

@@ -1,0 +1,450 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/core/internal/testimage"
+	"z.gfire.dev/gvx/core/netstack"
+	"z.gfire.dev/gvx/core/netstack/netstacktest"
+	"z.gfire.dev/gvx/core/sentry"
+)
+
+// The network tests run real sandboxes, locked down as always, and talk
+// only to servers on 127.0.0.1. Every NAT sandbox gets --dns-upstream
+// pointing at a test server: no query reaches the host's resolvers.
+
+var netImage struct {
+	once  sync.Once
+	cache string
+	ref   string
+	err   error
+}
+
+// netTestImage returns a cache with the test image pulled, shared by the
+// network tests.
+func netTestImage(t *testing.T) (cache, ref string) {
+	t.Helper()
+	netImage.once.Do(func() {
+		b, err := testimage.Build()
+		if err != nil {
+			netImage.err = err
+			return
+		}
+		netImage.cache = filepath.Join(filepath.Dir(rungvBinary), "net-cache")
+		netImage.ref = b.LayoutRef()
+		cmd := exec.Command(rungvBinary, "--cache", netImage.cache, "pull", "-q", netImage.ref)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			netImage.err = fmt.Errorf("pull: %v\n%s", err, out)
+		}
+	})
+	if netImage.err != nil {
+		t.Fatal(netImage.err)
+	}
+	return netImage.cache, netImage.ref
+}
+
+// runNet runs a shell script in a sandbox with the given rungv flags.
+func runNet(t *testing.T, flags []string, script string) (string, string, int) {
+	t.Helper()
+	cache, ref := netTestImage(t)
+	args := append([]string{"run"}, flags...)
+	args = append(args, ref, "sh", "-c", script)
+	return rungv(t, cache, args...)
+}
+
+func TestNATFromTheGuest(t *testing.T) {
+	echo := netstacktest.TCPEcho(t, "host:")
+	closed := netstacktest.TCPEcho(t, "not allowed:")
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "web %s", r.URL.Path)
+	}))
+	defer web.Close()
+	webPort := netip.MustParseAddrPort(web.Listener.Addr().String()).Port()
+	dns := netstacktest.NewDNSServer(t, map[string]netip.Addr{
+		"box.gvx.test": netip.MustParseAddr("192.0.2.7"),
+		"web.gvx.test": netstack.GatewayAddr,
+	})
+	flags := []string{"--network", "nat", "--host-loopback",
+		"--allow-net", fmt.Sprintf("10.0.2.2:%d", echo.Port()),
+		"--allow-net", fmt.Sprintf("10.0.2.2:%d", webPort),
+		"--dns-upstream", dns.Addr.String()}
+	script := fmt.Sprintf(`
+		echo ping | nc 10.0.2.2 %d
+		echo; echo "allowed=$?"
+		start=$(date +%%s)
+		echo x | nc 10.0.2.2 %d 2>&1; echo "refused=$? after $(( $(date +%%s) - start ))s"
+		nslookup box.gvx.test | grep -A1 'Name:'
+		wget -q -O - http://web.gvx.test:%d/through-dns-and-nat; echo
+		cat /etc/resolv.conf
+	`, echo.Port(), closed.Port(), webPort)
+	out, errOut, code := runNet(t, flags, script)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"host:ping\n\nallowed=0",
+		"Address: 192.0.2.7",
+		"web /through-dns-and-nat",
+		"nameserver 10.0.2.2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Refused with a RST (nc reports it) at once, not after a timeout.
+	if !strings.Contains(out, "refused=1 after 0s") && !strings.Contains(out, "refused=1 after 1s") {
+		t.Errorf("the connection off the allowlist was not refused promptly:\n%s", out)
+	}
+	if strings.Contains(out, "not allowed:") {
+		t.Errorf("the connection off the allowlist reached the host:\n%s", out)
+	}
+	if dns.Queries() == 0 {
+		t.Error("the test DNS server saw no query")
+	}
+}
+
+func TestNetworkNoneHasNoRoute(t *testing.T) {
+	echo := netstacktest.TCPEcho(t, "host:")
+	out, errOut, code := runNet(t, nil, fmt.Sprintf(`
+		ip route; ip -o link | cut -d: -f2
+		echo x | nc 10.0.2.2 %d 2>&1; echo "nc=$?"
+		cat /etc/resolv.conf 2>&1; true`, echo.Port()))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, "default") || strings.Contains(out, "eth0") || strings.Contains(out, "host:") {
+		t.Errorf("--network none has a route or an interface beyond lo:\n%s", out)
+	}
+	if !strings.Contains(out, "unreachable") || !strings.Contains(out, "nc=1") {
+		t.Errorf("nc to the gateway: want network unreachable:\n%s", out)
+	}
+	if strings.Contains(out, "nameserver") {
+		t.Errorf("--network none wrote a resolv.conf:\n%s", out)
+	}
+}
+
+// startRungv starts a long-running sandbox and returns its command and
+// a buffer with its stderr.
+func startRungv(t *testing.T, flags []string, script string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cache, ref := netTestImage(t)
+	args := append([]string{"--cache", cache, "run"}, flags...)
+	args = append(args, ref, "sh", "-c", script)
+	cmd := exec.Command(rungvBinary, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, &stderr
+}
+
+// httpGet fetches url with client, retrying until the guest's server is
+// up or the deadline passes.
+func httpGet(t *testing.T, client *http.Client, url string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == 200 {
+				return string(body)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func unixClient(path string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}
+}
+
+// waitGone waits until path no longer exists.
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const httpdScript = `mkdir -p /tmp/www && echo "guest httpd" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www`
+
+func TestPublishedPortsFromTheHost(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "web.sock")
+	port := netstacktest.FreePort(t)
+	for _, network := range []string{"none", "nat"} {
+		t.Run(network, func(t *testing.T) {
+			flags := []string{"--network", network, "-p", "unix:" + sock + ":8080", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port)}
+			cmd, stderr := startRungv(t, flags, httpdScript)
+			if got := httpGet(t, unixClient(sock), "http://guest/"); got != "guest httpd\n" {
+				t.Errorf("through -p unix: %q", got)
+			}
+			if got := httpGet(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/", port)); got != "guest httpd\n" {
+				t.Errorf("through -p 127.0.0.1:%d:8080: %q", port, got)
+			}
+			if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
+				t.Errorf("the published socket: %v %v, want mode 0600", st.Mode(), err)
+			}
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+			waitGone(t, sock)
+			if t.Failed() {
+				t.Logf("rungv stderr:\n%s", stderr)
+			}
+		})
+	}
+	_, errOut, code := rungv(t, t.TempDir(), "run", "-p", "127.0.0.1:0:9000", "x")
+	if code == 0 || !strings.Contains(errOut, "give a host port") && !strings.Contains(errOut, "1-65535") {
+		t.Errorf("-p with host port 0: exit %d %q", code, errOut)
+	}
+}
+
+func TestPublishedSocketRemovedAfterKill9(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "docker.sock")
+	ctl := filepath.Join(dir, "control.sock")
+	cmd, _ := startRungv(t, []string{"-p", "unix:" + sock + ":8080", "--control", "unix:" + ctl}, httpdScript)
+	if got := httpGet(t, unixClient(sock), "http://guest/"); got != "guest httpd\n" {
+		t.Fatalf("through -p unix: %q", got)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitGone(t, sock)
+	waitGone(t, ctl)
+}
+
+func TestPublishedRawTCPHalfClose(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "nc.sock")
+	startRungv(t, []string{"-p", "unix:" + sock + ":9000"}, `exec nc -l -p 9000 -e cat`)
+	payload := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.Dial("unix", sock)
+		if err != nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // rungv is starting
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			io.WriteString(c, payload)
+			c.(*net.UnixConn).CloseWrite()
+		}()
+		c.SetDeadline(time.Now().Add(15 * time.Second))
+		got, err := io.ReadAll(c)
+		c.Close()
+		if len(got) == 0 && time.Now().Before(deadline) {
+			// The guest's nc was not listening yet: the relay closed
+			// the connection at once.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil || string(got) != payload {
+			t.Fatalf("1 MiB echoed by the guest: %d bytes, %v", len(got), err)
+		}
+		return
+	}
+}
+
+// hostState is what a sandbox must not change on the host: interfaces,
+// addresses, routes, firewall rules and mounts.
+func hostState(t *testing.T) map[string]string {
+	t.Helper()
+	state := map[string]string{}
+	for name, argv := range map[string][]string{
+		"ip addr":       {"ip", "addr"},
+		"ip route":      {"ip", "route"},
+		"ip -6 route":   {"ip", "-6", "route"},
+		"iptables-save": {"iptables-save"},
+		"nft ruleset":   {"nft", "list", "ruleset"},
+	} {
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			t.Logf("not comparing %s: %s is not installed", name, argv[0])
+			continue
+		}
+		out, err := exec.Command(path, argv[1:]...).CombinedOutput()
+		if err != nil {
+			t.Logf("not comparing %s: %v %s", name, err, out)
+			continue
+		}
+		var keep []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(l, "#") { // iptables-save's dated comments
+				keep = append(keep, l)
+			}
+		}
+		state[name] = strings.Join(keep, "\n")
+	}
+	for _, f := range []string{"/proc/self/mounts", "/proc/net/unix"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "/proc/net/unix" {
+			// Only the count of listening sockets bound to a path, not
+			// the connected ones of whatever else runs here.
+			n := 0
+			for _, l := range strings.Split(string(data), "\n") {
+				if fs := strings.Fields(l); len(fs) >= 8 && fs[5] == "01" && fs[3] == "00010000" {
+					n++
+				}
+			}
+			data = []byte(fmt.Sprint(n))
+		}
+		state[f] = string(data)
+	}
+	return state
+}
+
+func TestNATChangesNothingOnTheHost(t *testing.T) {
+	echo := netstacktest.TCPEcho(t, "host:")
+	dns := netstacktest.NewDNSServer(t, nil)
+	sock := filepath.Join(t.TempDir(), "p.sock")
+	flags := []string{"--network", "nat", "--host-loopback", "--dns-upstream", dns.Addr.String(),
+		"-p", "unix:" + sock + ":8080", "-p", fmt.Sprintf("127.0.0.1:%d:8080", netstacktest.FreePort(t))}
+	script := fmt.Sprintf(`echo x | nc 10.0.2.2 %d; nslookup nothing.gvx.test >/dev/null 2>&1; ip link add dummy0 type dummy 2>/dev/null; ip route add 192.0.2.0/24 dev eth0 2>/dev/null; true`, echo.Port())
+	// Other work on this machine can change its mounts or routes while
+	// the sandbox runs; only a difference seen in every one of three
+	// tries counts.
+	var diffs []string
+	for try := 0; try < 3; try++ {
+		before := hostState(t)
+		out, errOut, code := runNet(t, flags, script)
+		if code != 0 || !strings.Contains(out, "host:x") {
+			t.Fatalf("sandbox: exit %d %q %q", code, out, errOut)
+		}
+		waitGone(t, sock)
+		after := hostState(t)
+		diffs = diffs[:0]
+		for k, v := range before {
+			if after[k] != v {
+				diffs = append(diffs, fmt.Sprintf("%s changed:\nbefore:\n%s\nafter:\n%s", k, v, after[k]))
+			}
+		}
+		if len(diffs) == 0 {
+			return
+		}
+	}
+	t.Fatalf("a NAT sandbox changed the host:\n%s", strings.Join(diffs, "\n"))
+}
+
+func TestNetworkFlagErrorsSayWhatToWrite(t *testing.T) {
+	cases := []struct {
+		flags netFlags
+		want  string
+	}{
+		{netFlags{network: "host"}, "use --network nat"},
+		{netFlags{network: "bridge"}, "use --network nat"},
+		{netFlags{network: "tap"}, "use none or nat"},
+		{netFlags{network: "none", allowNet: []string{"10.0.0.0/8"}}, "add --network nat"},
+		{netFlags{network: "none", hostLoopback: true}, "add --network nat"},
+		{netFlags{network: "nat", allowNet: []string{"example.com"}}, "names are not resolved"},
+		{netFlags{network: "nat", allowNet: []string{"10.0.0.1/8"}}, "write 10.0.0.0/8"},
+		{netFlags{network: "nat", allowNet: []string{"10.0.0.0/8:0"}}, "1-65535"},
+		{netFlags{network: "nat", allowNet: []string{"127.0.0.1"}}, "--host-loopback --allow-net 10.0.2.2"},
+		{netFlags{network: "nat", allowNet: []string{"10.0.2.2:80"}}, "add it"},
+		{netFlags{publish: []string{"8080"}}, "-p HOSTPORT:8080"},
+		{netFlags{publish: []string{"8080-8090:80"}}, "one port per -p"},
+		{netFlags{publish: []string{"8080:80/sctp"}}, "use /tcp or /udp"},
+		{netFlags{publish: []string{"unix:/tmp/x.sock:80/udp"}}, "drop /udp"},
+		{netFlags{publish: []string{"unix:/tmp/x.sock"}}, "unix:HOSTPATH:GUESTPORT"},
+		{netFlags{publish: []string{"localhost:8080:80"}}, "give an IP address"},
+		{netFlags{publish: []string{"127.0.0.1:0:80"}}, "1-65535"},
+	}
+	for _, c := range cases {
+		if _, err := c.flags.config(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.flags, err, c.want)
+		}
+	}
+	f := netFlags{packetWrite: true}
+	if err := f.check(&sentry.Config{}); err == nil || !strings.Contains(err.Error(), "add it") {
+		t.Errorf("--allow-packet-socket-write without --net-raw: %v", err)
+	}
+	cfg := sentry.Config{NetRaw: true}
+	if err := f.check(&cfg); err != nil || !cfg.AllowPacketSocketWrite {
+		t.Errorf("--net-raw --allow-packet-socket-write: %v, AllowPacketSocketWrite %v", err, cfg.AllowPacketSocketWrite)
+	}
+}
+
+func TestNetworkFlagsParse(t *testing.T) {
+	f := netFlags{network: "nat", hostLoopback: true,
+		allowNet: []string{"10.0.0.0/8", "192.0.2.1:443", "[2001:db8::/32]:443", "2001:db8::1", "10.0.2.2:8080"},
+		publish:  []string{"unix:rel.sock:2375", "8080:80", "0.0.0.0:5353:53/udp", "[::1]:8443:443/tcp"},
+	}
+	cfg, err := f.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, r := range cfg.Allow {
+		rules = append(rules, r.String())
+	}
+	if got, want := strings.Join(rules, " "), "10.0.0.0/8 192.0.2.1/32:443 [2001:db8::/32]:443 2001:db8::1/128 10.0.2.2/32:8080"; got != want {
+		t.Errorf("allow rules %q, want %q", got, want)
+	}
+	wd, _ := os.Getwd()
+	var pubs []string
+	for _, p := range cfg.Publish {
+		pubs = append(pubs, p.String())
+	}
+	if got, want := strings.Join(pubs, " "), "unix:"+filepath.Join(wd, "rel.sock")+":2375 127.0.0.1:8080:80 0.0.0.0:5353:53/udp [::1]:8443:443"; got != want {
+		t.Errorf("published %q, want %q", got, want)
+	}
+}
+
+func TestNetRawAndPacketSocketWrite(t *testing.T) {
+	script := `arping -c 1 -w 1 -I eth0 10.0.2.2 2>&1; true`
+	cases := []struct {
+		flags []string
+		want  string
+	}{
+		{nil, "socket: Operation not permitted"},                               // no CAP_NET_RAW
+		{[]string{"--net-raw"}, "Sent 0 probe"},                                // capture only
+		{[]string{"--net-raw", "--allow-packet-socket-write"}, "Sent 1 probe"}, // and send
+	}
+	for _, c := range cases {
+		flags := append([]string{"--network", "nat", "--dns-upstream", "127.0.0.1:9"}, c.flags...)
+		out, errOut, code := runNet(t, flags, script)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, output %q %q; want %q", c.flags, code, out, errOut, c.want)
+		}
+	}
+}
