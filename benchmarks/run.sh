@@ -66,6 +66,12 @@ print([i["erofs"] for i in json.load(sys.stdin) if sys.argv[1] in i["refs"]][0])
 	fi
 	echo "== sandbox start, exec round trip, idle memory"
 	go run ./benchmarks/startup -rungv build/rungv -image "$ref" -runsc "$runsc" -bundle "$bundle" "${docker_args[@]}" -n "${N:-50}"
+	echo
+	echo "== Python: env.reset() and steps/s"
+	local py_docker=()
+	[ ${#docker_args[@]} -eq 0 ] || py_docker=(--docker-image gvx.test/default:latest)
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/env_reset.py --runsc "$runsc" "${py_docker[@]}" -n "${N:-100}"
 }
 
 targets=("$@")
