@@ -58,3 +58,43 @@ func TestWriterRecoverRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverWrappedLog replays a log that wraps from the end of the
+// journal to its first block, as the kernel's logs do.
+func TestRecoverWrappedLog(t *testing.T) {
+	sb := NewSuperblock(fuzzBS, 32, [16]byte{9})
+	log := &memLog{}
+	buf := make([]byte, fuzzBS)
+	copy(buf, sb[:])
+	log.WriteBlock(0, buf)
+	w, err := NewWriter(log, sb, 40, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Transaction 40 ends at the last block; 41 continues at block 1.
+	w.head = 29
+	a := bytes.Repeat([]byte{1}, fuzzBS)
+	b := bytes.Repeat([]byte{2}, fuzzBS)
+	if err := w.WriteBody([]Block{{FSBlock: 500, Data: a}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.MarkStart()
+	w.WriteCommit(timeZero)
+	if w.head != 32 {
+		t.Fatalf("head %d, want the end of the log", w.head)
+	}
+	w.head = sb.First()
+	w.WriteBody([]Block{{FSBlock: 501, Data: b}, {FSBlock: 500, Data: b}}, nil)
+	w.WriteCommit(timeZero)
+	got := map[uint64][]byte{}
+	info, err := Recover(log, sb, func(blk uint64, data []byte) error {
+		got[blk] = bytes.Clone(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Transactions != 2 || !bytes.Equal(got[500], b) || !bytes.Equal(got[501], b) {
+		t.Fatalf("wrapped log: %+v, block 500 %x..., 501 %x...", info, got[500][:1], got[501][:1])
+	}
+}
