@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,8 +43,65 @@ type NetworkMode string
 // Network modes.
 const (
 	NetModeNone NetworkMode = "none" // loopback only
-	NetModeNAT  NetworkMode = "nat"  // eth0 with a user-space NAT in rungv
+	// NetModeNAT gives the sandbox eth0, 10.0.2.15/24, behind a
+	// user-space NAT in rungv: the guest's TCP and UDP flows are dialed
+	// as ordinary host sockets, DNS to the gateway 10.0.2.2 is relayed to
+	// the host's resolvers, and /etc/resolv.conf is set to the gateway
+	// unless the image names a real nameserver. No root, no host change.
+	NetModeNAT NetworkMode = "nat"
 )
+
+// PortMapping publishes a port of the sandbox on the host. Connections
+// (or UDP datagrams) to the host side reach the guest's 127.0.0.1:
+// GuestPort, so a guest service listening on 0.0.0.0 or 127.0.0.1 gets
+// them, in either network mode.
+type PortMapping struct {
+	// HostPath, if not empty, publishes on a unix socket at this host
+	// path (the seed workflow: DOCKER_HOST=unix://HostPath); the guest
+	// side is TCP. rungv creates it with mode 0600, refuses a path that
+	// exists, and the socket is removed when rungv ends, even by SIGKILL.
+	HostPath string
+	// HostIP is the host address to listen on when HostPath is empty;
+	// empty means 127.0.0.1.
+	HostIP string
+	// HostPort is the host port when HostPath is empty.
+	HostPort uint16
+	// GuestPort is the port in the sandbox.
+	GuestPort uint16
+	// Protocol is "tcp" (or empty) or "udp".
+	Protocol string
+}
+
+// flag renders m as rungv's -p value.
+func (m PortMapping) flag() (string, error) {
+	if m.GuestPort == 0 {
+		return "", fmt.Errorf("gvx: PortMapping %+v: set GuestPort", m)
+	}
+	if m.Protocol != "" && m.Protocol != "tcp" && m.Protocol != "udp" {
+		return "", fmt.Errorf("gvx: PortMapping %+v: Protocol is \"tcp\" or \"udp\"", m)
+	}
+	if m.HostPath != "" {
+		if m.Protocol == "udp" || m.HostIP != "" || m.HostPort != 0 {
+			return "", fmt.Errorf("gvx: PortMapping %+v: a unix socket (HostPath) carries TCP and takes no HostIP or HostPort", m)
+		}
+		return "unix:" + m.HostPath + ":" + strconv.Itoa(int(m.GuestPort)), nil
+	}
+	if m.HostPort == 0 {
+		return "", fmt.Errorf("gvx: PortMapping %+v: set HostPort, or HostPath for a unix socket", m)
+	}
+	host := m.HostIP
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	s := host + ":" + strconv.Itoa(int(m.HostPort)) + ":" + strconv.Itoa(int(m.GuestPort))
+	if m.Protocol == "udp" {
+		s += "/udp"
+	}
+	return s, nil
+}
 
 // MountKind is the kind of a Mount.
 type MountKind string
@@ -96,13 +154,31 @@ type Config struct {
 	// sandboxes driven through Exec. Run then waits until Close.
 	KeepAlive bool
 
-	Platform               Platform
-	NetworkMode            NetworkMode
-	NetRaw                 bool
+	Platform Platform
+
+	// NetworkMode is NetModeNone (empty) or NetModeNAT.
+	NetworkMode NetworkMode
+	// Ports are published on the host (either mode).
+	Ports []PortMapping
+	// AllowNet, in NetModeNAT, lists the only destinations the guest may
+	// reach, as CIDR[:PORT] ("10.0.0.0/8", "192.0.2.1:443",
+	// "[2001:db8::/32]:443"), named as the guest names them: the gateway
+	// 10.0.2.2 stands for the host's loopback. Empty: everything but
+	// link-local addresses and the host's own addresses. Refused
+	// connections get a RST, refused UDP an ICMP port unreachable.
+	AllowNet []string
+	// HostLoopback, in NetModeNAT, lets the gateway 10.0.2.2 reach the
+	// host's 127.0.0.1 (port 53 stays the DNS relay).
+	HostLoopback bool
+	// NetRaw lets guest root open raw and packet sockets.
+	NetRaw bool
+	// AllowPacketSocketWrite lets packet sockets send, not only capture;
+	// it needs NetRaw.
 	AllowPacketSocketWrite bool
-	AllowSUID              bool
-	Mounts                 []Mount
-	Resources              Resources
+
+	AllowSUID bool
+	Mounts    []Mount
+	Resources Resources
 
 	// Timeout stops the sandbox after this long (wall clock). 0: none.
 	Timeout time.Duration
@@ -167,16 +243,11 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("gvx: unknown Platform %q; use PlatformAuto, PlatformSystrap, PlatformKVM or PlatformPtrace", c.Platform)
 	}
-	switch c.NetworkMode {
-	case "", NetModeNone:
-	case NetModeNAT:
-		return nil, errors.New("gvx: NetModeNAT is not available in this release yet; use NetModeNone")
-	default:
-		return nil, fmt.Errorf("gvx: unknown NetworkMode %q; use NetModeNone or NetModeNAT", c.NetworkMode)
+	net, err := c.networkArgs()
+	if err != nil {
+		return nil, err
 	}
-	if c.NetRaw {
-		a = append(a, "--net-raw")
-	}
+	a = append(a, net...)
 	if c.AllowSUID {
 		a = append(a, "--allow-suid")
 	}
@@ -209,6 +280,44 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	a = append(a, c.Cmd...)
 	if c.KeepAlive && (len(c.Cmd) > 0 || c.EntrypointSet) {
 		return nil, errors.New("gvx: KeepAlive runs an idle init; leave Cmd and Entrypoint unset")
+	}
+	return a, nil
+}
+
+// networkArgs renders the network fields as `rungv run` flags.
+func (c *Config) networkArgs() ([]string, error) {
+	var a []string
+	switch c.NetworkMode {
+	case "", NetModeNone:
+		if len(c.AllowNet) > 0 || c.HostLoopback {
+			return nil, errors.New("gvx: AllowNet and HostLoopback restrict the NAT; set NetworkMode to NetModeNAT")
+		}
+	case NetModeNAT:
+		a = append(a, "--network", "nat")
+	default:
+		return nil, fmt.Errorf("gvx: unknown NetworkMode %q; use NetModeNone or NetModeNAT", c.NetworkMode)
+	}
+	for _, r := range c.AllowNet {
+		a = append(a, "--allow-net", r)
+	}
+	if c.HostLoopback {
+		a = append(a, "--host-loopback")
+	}
+	for _, m := range c.Ports {
+		p, err := m.flag()
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, "--publish", p)
+	}
+	if c.NetRaw {
+		a = append(a, "--net-raw")
+	}
+	if c.AllowPacketSocketWrite {
+		if !c.NetRaw {
+			return nil, errors.New("gvx: AllowPacketSocketWrite needs NetRaw; set it too")
+		}
+		a = append(a, "--allow-packet-socket-write")
 	}
 	return a, nil
 }

@@ -1,0 +1,177 @@
+package gvx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/core/netstack/netstacktest"
+)
+
+func TestNetworkArgs(t *testing.T) {
+	cfg := Config{OCIImage: "img", NetworkMode: NetModeNAT, HostLoopback: true,
+		AllowNet: []string{"10.0.2.2:8080", "192.0.2.0/24"},
+		Ports: []PortMapping{
+			{HostPath: "/run/seed.sock", GuestPort: 2375},
+			{HostPort: 8080, GuestPort: 80},
+			{HostIP: "::1", HostPort: 5353, GuestPort: 53, Protocol: "udp"},
+		},
+		NetRaw: true, AllowPacketSocketWrite: true}
+	a, err := cfg.args(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--network", "nat", "--allow-net", "10.0.2.2:8080", "--allow-net", "192.0.2.0/24", "--host-loopback",
+		"--publish", "unix:/run/seed.sock:2375", "--publish", "127.0.0.1:8080:80", "--publish", "[::1]:5353:53/udp",
+		"--net-raw", "--allow-packet-socket-write"}
+	if !containsRun(a, want) {
+		t.Errorf("args %q lack %q", a, want)
+	}
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{AllowNet: []string{"0.0.0.0/0"}}, "set NetworkMode to NetModeNAT"},
+		{Config{HostLoopback: true}, "set NetworkMode to NetModeNAT"},
+		{Config{NetworkMode: "bridge"}, "use NetModeNone or NetModeNAT"},
+		{Config{AllowPacketSocketWrite: true}, "needs NetRaw"},
+		{Config{Ports: []PortMapping{{HostPort: 1}}}, "set GuestPort"},
+		{Config{Ports: []PortMapping{{GuestPort: 1}}}, "set HostPort, or HostPath"},
+		{Config{Ports: []PortMapping{{HostPath: "/x", GuestPort: 1, Protocol: "udp"}}}, "carries TCP"},
+		{Config{Ports: []PortMapping{{HostPort: 1, GuestPort: 1, Protocol: "sctp"}}}, `"tcp" or "udp"`},
+	} {
+		c.cfg.OCIImage = "img"
+		if _, err := c.cfg.args(3); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// containsRun reports whether want occurs in a, in order and contiguous.
+func containsRun(a, want []string) bool {
+	for i := 0; i+len(want) <= len(a); i++ {
+		if reflect.DeepEqual(a[i:i+len(want)], want) {
+			return true
+		}
+	}
+	return false
+}
+
+var nettool struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// nettoolBinary builds core/netstack/internal/nettool, a static UDP and
+// TCP helper (busybox has no UDP client), to copy into sandboxes.
+func nettoolBinary(t *testing.T) []byte {
+	t.Helper()
+	nettool.once.Do(func() {
+		out := filepath.Join(filepath.Dir(rungvBin), "nettool")
+		cmd := exec.Command("go", "build", "-o", out, "../netstack/internal/nettool")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			nettool.err = fmt.Errorf("building nettool: %v\n%s", err, msg)
+			return
+		}
+		nettool.data, nettool.err = os.ReadFile(out)
+	})
+	if nettool.err != nil {
+		t.Fatal(nettool.err)
+	}
+	return nettool.data
+}
+
+// natConfig is a NAT sandbox whose DNS goes to a test server, never to
+// the host's resolvers.
+func natConfig(t *testing.T) Config {
+	dns := netstacktest.NewDNSServer(t, nil)
+	cfg := config()
+	cfg.NetworkMode = NetModeNAT
+	cfg.extraArgs = []string{"--dns-upstream", dns.Addr.String()}
+	return cfg
+}
+
+func TestNATUDPAndTCPThroughTheSDK(t *testing.T) {
+	udpEcho := netstacktest.UDPEcho(t, "udp:")
+	tcpEcho := netstacktest.TCPEcho(t, "tcp:")
+	cfg := natConfig(t)
+	cfg.HostLoopback = true
+	cfg.AllowNet = []string{fmt.Sprintf("10.0.2.2:%d", udpEcho.Port()), fmt.Sprintf("10.0.2.2:%d", tcpEcho.Port())}
+	sb := newSandbox(t, cfg)
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := sh(t, sb, fmt.Sprintf("/tmp/nettool udp 10.0.2.2:%d hello", udpEcho.Port()), nil)
+	if res.ExitCode != 0 || string(res.Stdout) != "udp:hello\n" {
+		t.Errorf("UDP through the NAT: %+v %s", res, res.Stderr)
+	}
+	res = sh(t, sb, fmt.Sprintf("echo hi | nc 10.0.2.2 %d", tcpEcho.Port()), nil)
+	if res.ExitCode != 0 || string(res.Stdout) != "tcp:hi\n" {
+		t.Errorf("TCP through the NAT: %+v %s", res, res.Stderr)
+	}
+	// Off the allowlist: ICMP port unreachable, at once.
+	start := time.Now()
+	res = sh(t, sb, fmt.Sprintf("/tmp/nettool udp 10.0.2.2:%d hello", udpEcho.Port()+1), nil)
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "connection refused") || time.Since(start) > 3*time.Second {
+		t.Errorf("UDP off the allowlist: exit %d after %v: %s", res.ExitCode, time.Since(start), res.Stderr)
+	}
+}
+
+func TestPublishedPortsThroughTheSDK(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "seed.sock")
+	port := netstacktest.FreePort(t)
+	cfg := config()
+	cfg.Ports = []PortMapping{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}}
+	sb := newSandbox(t, cfg)
+	if err := sb.WriteFile(context.Background(), "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	go sb.Exec(context.Background(), []string{"/tmp/nettool", "echo", "2375"}, nil)
+	for _, dial := range []func() (net.Conn, error){
+		func() (net.Conn, error) { return net.Dial("unix", sock) },
+		func() (net.Conn, error) { return net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)) },
+	} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, err := dial()
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, "seed")
+			c.(interface{ CloseWrite() error }).CloseWrite()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			got, _ := io.ReadAll(c)
+			c.Close()
+			if string(got) == "seed" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("echo through a published port: %q", got)
+			}
+			time.Sleep(20 * time.Millisecond) // the guest server is starting
+		}
+	}
+	sb.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Lstat(sock); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the published unix socket outlived the sandbox")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
