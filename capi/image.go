@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -56,7 +57,7 @@ func imagePull(ref, optionsJSON string, progress func(string)) (string, error) {
 	opts := store.PullOptions{Options: image.Options{Insecure: o.Insecure}}
 	if o.Platform != "" {
 		p, err := v1.ParsePlatform(o.Platform)
-		if err != nil {
+		if err != nil || !strings.Contains(o.Platform, "/") {
 			return "", invalid(`options: "platform" %q: want OS/ARCH such as linux/amd64`, o.Platform)
 		}
 		opts.Platform = *p

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"z.gfire.dev/gvx/core/control"
@@ -63,7 +64,7 @@ func statusOf(err error) int {
 		return statusClosed
 	case errors.Is(err, context.DeadlineExceeded), control.IsCode(err, control.CodeTimeout):
 		return statusTimeout
-	case control.IsCode(err, control.CodeNotFound), errors.Is(err, store.ErrNotFound):
+	case control.IsCode(err, control.CodeNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return statusNotFound
 	case control.IsCode(err, control.CodeInvalid):
 		return statusInvalid

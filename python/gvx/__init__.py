@@ -30,9 +30,12 @@ from .errors import (
 )
 from . import aio
 from .env import EnvPool, GvxEnv
+from .images import Image, pull
 from .sandbox import ExecResult, Sandbox, SandboxInfo, SandboxStats, default_image, parse_size, rungv_path
 
 __all__ = [
+    "Image",
+    "pull",
     "EnvPool",
     "GvxEnv",
     "SandboxStats",
