@@ -20,7 +20,7 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 # fsck.erofs/mkfs.erofs, busybox-static (test and default images), mkfs.xfs
 # (reflink clone tests).
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs
-PY_PACKAGES := pytest mypy gymnasium
+PY_PACKAGES := pytest mypy gymnasium nbclient nbformat ipykernel
 
 .PHONY: all rungv libgvx default-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel demo bench clean
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -31,3 +33,15 @@ def test_rollout_pool() -> None:
 def test_python_m_gvx() -> None:
     out = run_example("-m", "gvx", "echo from-main")
     assert "from-main" in out and "reward 1.0" in out
+
+
+def test_notebook_executes() -> None:
+    nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (make test installs it)")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (make test installs it)")
+    nb = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    html = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.outputs if "text/html" in o.get("data", {})]
+    assert any("hello from a notebook" in h for h in html), "the ExecResult rendered as HTML"
+    assert any("gvx.Sandbox" in h for h in html)
+    texts = [o["data"]["text/plain"] for c in nb.cells if c.cell_type == "code" for o in c.outputs if "text/plain" in o.get("data", {})]
+    assert "('step one\\n', 1.0, False)" in texts, texts
