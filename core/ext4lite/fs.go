@@ -39,7 +39,7 @@ type Options struct {
 	// Sync, Close and when it grows large).
 	CommitInterval time.Duration
 	// Generation seeds the generation numbers of new inodes (default:
-	// derived from the clock).
+	// random).
 	Generation uint32
 
 	// skipChecksums lets fuzz tests reach the parsers behind checksums.
@@ -97,7 +97,9 @@ type FS struct {
 	// freedGroups are the groups where blocks were freed since Open; Close
 	// discards their free space.
 	freedGroups map[uint32]struct{}
-	overhead    uint64
+	// overhead is the number of metadata blocks, which Statfs does not
+	// count as capacity.
+	overhead uint64
 	// overlay holds replayed journal blocks of a read-only open.
 	overlay map[uint64][]byte
 	stats   Stats
