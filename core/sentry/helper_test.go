@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/internal/hostile"
+	"z.gfire.dev/gvx/core/internal/ptytest"
 )
 
 // The test binary re-executes itself in helper modes to test what cannot
@@ -97,7 +97,7 @@ func runLocked() error {
 		return err
 	}
 	// A host terminal, opened before lockdown denies openat.
-	master, replica, err := hostPTY()
+	master, replica, err := ptytest.Open()
 	if err != nil {
 		return err
 	}
@@ -266,27 +266,6 @@ func runPlatform(p Platform) error {
 	return nil
 }
 
-// hostPTY opens a host pseudo-terminal pair with a 24x80 window.
-func hostPTY() (master, replica *os.File, err error) {
-	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	master = os.NewFile(uintptr(mfd), "ptmx")
-	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
-		return nil, nil, err
-	}
-	n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
-	if err != nil {
-		return nil, nil, err
-	}
-	replica, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	err = unix.IoctlSetWinsize(int(replica.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80})
-	return master, replica, err
-}
 
 // runHold boots a locked sandbox with some processes, reports its pid,
 // and blocks until killed.

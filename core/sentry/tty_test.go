@@ -2,7 +2,6 @@ package sentry
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -10,32 +9,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/internal/ptytest"
 )
 
 // openPTY returns a new host pseudo-terminal pair with a 24x80 window.
 func openPTY(t *testing.T) (master, replica *os.File) {
 	t.Helper()
-	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	master, replica, err := ptytest.Open()
 	if err != nil {
 		t.Skipf("no host pseudo-terminals (/dev/ptmx): %v", err)
 	}
-	master = os.NewFile(uintptr(mfd), "ptmx")
-	t.Cleanup(func() { master.Close() })
-	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("ptsname: %v", err)
-	}
-	replica, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { replica.Close() })
-	if err := unix.IoctlSetWinsize(int(replica.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { master.Close(); replica.Close() })
 	return master, replica
 }
 
