@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"z.gfire.dev/gvx/core/internal/ptytest"
 )
 
