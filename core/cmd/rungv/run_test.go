@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/ptytest"
+	"z.gfire.dev/gvx/core/internal/testimage"
+)
+
+// These tests run `rungv run` as a user would: the real binary, the
+// Sentry, the test image.
+
+func testImage(t *testing.T) string {
+	t.Helper()
+	b, err := testimage.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.LayoutRef()
+}
+
+func sharedCache(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(os.TempDir(), "rungv-cli-test-cache")
+}
+
+// runCLI runs rungv with stdin and returns stdout, stderr and the exit code.
+func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(rungvBinary, append([]string{"--cache", sharedCache(t)}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+		if st := ee.Sys().(syscall.WaitStatus); st.Signaled() {
+			code = 128 + int(st.Signal())
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestRunExitCodes(t *testing.T) {
+	img := testImage(t)
+	for script, want := range map[string]int{"true": 0, "exit 1": 1, "exit 3": 3, "kill -9 $$": 137} {
+		if _, errOut, code := runCLI(t, "", "run", "-q", img, "sh", "-c", script); code != want {
+			t.Errorf("%q: exit %d, want %d (%s)", script, code, want, errOut)
+		}
+	}
+	_, errOut, code := runCLI(t, "", "run", "-q", img, "no-such-command")
+	if code != 127 || !strings.Contains(errOut, "no-such-command: command not found") {
+		t.Errorf("missing command: exit %d, %q", code, errOut)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	img := testImage(t)
+	envFile := filepath.Join(t.TempDir(), "env")
+	os.WriteFile(envFile, []byte("FROM_FILE=yes\n"), 0o644)
+	out, errOut, code := runCLI(t, "", "run", "-q", "-e", "A=1", "--env-file", envFile, "-w", "/tmp/work", "-u", "nobody",
+		"--hostname", "box", img, "sh", "-c", `echo "$A $FROM_FILE $GVX_TEST $(pwd) $(id -un) $(hostname)"`)
+	if code != 0 || out != "1 yes 1 /tmp/work nobody box\n" {
+		t.Errorf("flags: exit %d, %q %q", code, out, errOut)
+	}
+	out, _, _ = runCLI(t, "", "run", "-q", "--entrypoint", "/bin/echo", img, "entry", "point")
+	if out != "entry point\n" {
+		t.Errorf("--entrypoint: %q", out)
+	}
+	out, _, _ = runCLI(t, "piped input", "run", "-q", "-i", img, "cat")
+	if out != "piped input" {
+		t.Errorf("-i: %q", out)
+	}
+	if out, _, _ = runCLI(t, "ignored", "run", "-q", img, "cat"); out != "" {
+		t.Errorf("stdin without -i must be empty: %q", out)
+	}
+}
+
+func TestRunTTY(t *testing.T) {
+	img := testImage(t)
+	master, replica, err := ptytest.Open()
+	if err != nil {
+		t.Skipf("no host pseudo-terminals: %v", err)
+	}
+	defer master.Close()
+	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "-t", img, "sh", "-c", "test -t 0 && test -t 1 && echo tty-yes $TERM")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = replica, replica, replica
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	replica.Close()
+	got := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(master)
+		var all strings.Builder
+		for {
+			line, err := r.ReadString('\n')
+			all.WriteString(line)
+			if strings.Contains(all.String(), "tty-yes") || err != nil {
+				got <- all.String()
+				return
+			}
+		}
+	}()
+	select {
+	case out := <-got:
+		if !strings.Contains(out, "tty-yes xterm") {
+			t.Errorf("-t: the command did not see a terminal: %q", out)
+		}
+	case <-time.After(60 * time.Second):
+		t.Error("-t: no output")
+	}
+	cmd.Wait()
+	_, errOut, code := runCLI(t, "", "run", "-q", "-t", img, "true")
+	if code == 0 || !strings.Contains(errOut, "not a TTY") {
+		t.Errorf("-t without a terminal: exit %d, %q", code, errOut)
+	}
+}
+
+func TestRunTimeoutAndSignals(t *testing.T) {
+	img := testImage(t)
+	_, errOut, code := runCLI(t, "", "run", "-q", "--timeout", "500ms", img, "sleep", "30")
+	if code != 143 || !strings.Contains(errOut, "--timeout 500ms reached") {
+		t.Errorf("--timeout: exit %d, %q", code, errOut)
+	}
+	// SIGTERM to rungv reaches the command, which ends on its own terms.
+	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", img, "sh", "-c",
+		`trap 'echo got TERM; exit 5' TERM; echo ready; while :; do sleep 0.05; done`)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	if line, _ := r.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("no ready line: %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := r.ReadString('\n')
+	err := cmd.Wait()
+	if rest != "got TERM\n" || cmd.ProcessState.ExitCode() != 5 {
+		t.Errorf("SIGTERM forwarding: %q, %v", rest, err)
+	}
+	// A command that ignores SIGTERM is killed after --stop-timeout.
+	cmd = exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--stop-timeout", "300ms", img, "sh", "-c",
+		`trap '' TERM; echo ready; while :; do sleep 0.05; done`)
+	stdout, _ = cmd.StdoutPipe()
+	cmd.Start()
+	bufio.NewReader(stdout).ReadString('\n')
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 137 || time.Since(start) > 20*time.Second {
+		t.Errorf("ignored SIGTERM: exit %d after %v, want 137 soon after 300ms", code, time.Since(start))
+	}
+}
+
+// TestRunControlSocket drives a --keep-alive sandbox through its control
+// socket, then stops it: the socket file is gone afterwards.
+func TestRunControlSocket(t *testing.T) {
+	img := testImage(t)
+	sock := filepath.Join(t.TempDir(), "box.sock")
+	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--keep-alive", "--control", "unix:"+sock, img)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var c *control.Client
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err = control.Dial(context.Background(), "unix:"+sock); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("dial: %v (%s)", err, stderr.String())
+	}
+	var out bytes.Buffer
+	res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"sh", "-c", "echo via socket; exit 4"}}, control.ExecIO{Stdout: &out})
+	if err != nil || res.ExitCode != 4 || out.String() != "via socket\n" {
+		t.Fatalf("exec over the socket: %+v %q %v", res, out.String(), err)
+	}
+	if st, _ := os.Stat(sock); st == nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the control socket must be private (0600): %v", st)
+	}
+	c.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("rungv after SIGTERM: %v (%s)", err, stderr.String())
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Lstat(sock); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the control socket outlived rungv")
+		}
+	}
+	_, errOut, code := runCLI(t, "", "run", "--keep-alive", img)
+	if code == 0 || !strings.Contains(errOut, "--control") {
+		t.Errorf("--keep-alive without --control: exit %d, %q", code, errOut)
+	}
+}
