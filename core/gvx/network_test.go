@@ -133,12 +133,13 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "seed.sock")
 	port := netstacktest.FreePort(t)
 	cfg := config()
-	cfg.Ports = []PortMapping{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}}
+	cfg.Ports = []PortMapping{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}, {HostPort: port, GuestPort: 5353, Protocol: "udp"}}
 	sb := newSandbox(t, cfg)
 	if err := sb.WriteFile(context.Background(), "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	go sb.Exec(context.Background(), []string{"/tmp/nettool", "echo", "2375"}, nil)
+	go sb.Exec(context.Background(), []string{"/tmp/nettool", "udpecho", "5353"}, nil)
 	for _, dial := range []func() (net.Conn, error){
 		func() (net.Conn, error) { return net.Dial("unix", sock) },
 		func() (net.Conn, error) { return net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)) },
@@ -163,6 +164,25 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // the guest server is starting
 		}
 	}
+	// UDP: the same host port number, another protocol.
+	u, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	buf := make([]byte, 100)
+	got := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && got != "guest:dgram"; {
+		u.Write([]byte("dgram"))
+		u.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if k, err := u.Read(buf); err == nil {
+			got = string(buf[:k])
+		}
+	}
+	if got != "guest:dgram" {
+		t.Errorf("UDP through a published port: %q", got)
+	}
+
 	sb.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

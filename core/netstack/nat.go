@@ -29,6 +29,9 @@ const (
 	// maxTCPInFlight bounds the guest connections being dialed at once;
 	// SYNs beyond it are dropped and the guest retransmits them.
 	maxTCPInFlight = 512
+	// maxTCPFlows bounds the guest's open connections through the NAT,
+	// each a host descriptor; beyond it new ones get a RST.
+	maxTCPFlows = 4096
 )
 
 // nat is the host side of eth0: a gVisor stack that takes every flow the
@@ -43,6 +46,7 @@ type nat struct {
 	ctx    context.Context
 
 	udpFlows atomic.Int32
+	tcpFlows atomic.Int32
 }
 
 // newNAT creates the NAT stack on link (the NAT's end of the wire).
@@ -119,11 +123,16 @@ func (n *nat) handleTCP(r *tcp.ForwarderRequest) {
 	dst := addrPort(id.LocalAddress, id.LocalPort)
 	t, err := n.policy.decide(dst)
 	if err == nil && t.dns {
+		// DNS over TCP (large answers, zone transfers) goes to the first
+		// resolver.
 		if len(n.dns) == 0 {
 			err = errNoDNS
 		} else {
 			t.addr = n.dns[0]
 		}
+	}
+	if err == nil && n.tcpFlows.Load() >= maxTCPFlows {
+		err = fmt.Errorf("the sandbox has %d connections open through the NAT already", maxTCPFlows)
 	}
 	if err != nil {
 		n.logf("netstack: refused tcp %s -> %s: %v", src, dst, err)
@@ -153,7 +162,10 @@ func (n *nat) handleTCP(r *tcp.ForwarderRequest) {
 		host.Close()
 		return
 	}
-	n.flows.run(func() { relayStreams(guest, hs) }, guest, host)
+	n.tcpFlows.Add(1)
+	if !n.flows.run(func() { defer n.tcpFlows.Add(-1); relayStreams(guest, hs) }, guest, host) {
+		n.tcpFlows.Add(-1)
+	}
 }
 
 // handleUDP decides a datagram no flow claims yet: the first of a new

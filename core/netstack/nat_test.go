@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"bytes"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -112,6 +113,30 @@ func TestNATRelaysDNS(t *testing.T) {
 	}
 	if a := netstacktest.AnswerA(resp); a != netip.MustParseAddr("192.0.2.7") {
 		t.Fatalf("answer %v (%x)", a, resp)
+	}
+}
+
+func TestNATRelaysDNSOverTCP(t *testing.T) {
+	dns := netstacktest.NewDNSServer(t, map[string]netip.Addr{"big.gvx.test": netip.MustParseAddr("192.0.2.9")})
+	_, g := attach(t, Config{Mode: ModeNAT, DNSServers: []netip.AddrPort{dns.Addr}})
+	c, err := dialGuest(t, g, gateway(DNSPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q := netstacktest.Query(11, "big.gvx.test")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write(append([]byte{0, byte(len(q))}, q...))
+	var n [2]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		t.Fatal(err)
+	}
+	resp := make([]byte, int(n[0])<<8|int(n[1]))
+	if _, err := io.ReadFull(c, resp); err != nil {
+		t.Fatal(err)
+	}
+	if a := netstacktest.AnswerA(resp); a != netip.MustParseAddr("192.0.2.9") {
+		t.Fatalf("answer over TCP: %v", a)
 	}
 }
 

@@ -96,7 +96,7 @@ func (n *Network) Attach(s *stack.Stack) error {
 	}
 	n.attached = true
 	for _, pub := range n.pubs {
-		n.flows.run(func() { pub.serve(s, n.flows, n.cfg.Logf) }, pub)
+		n.flows.run(func() { pub.serve(n.ctx, s, n.flows, n.cfg.Logf) }, pub)
 	}
 	return nil
 }

@@ -76,12 +76,17 @@ func (pub *published) Close() error {
 	return pub.dgram.Close()
 }
 
-// serve relays the port into guest until the listener is closed.
-func (pub *published) serve(guest *stack.Stack, flows *flowSet, logf func(string, ...any)) {
+// maxPublishedConns bounds the open connections of one published port.
+const maxPublishedConns = 4096
+
+// serve relays the port into guest until the listener is closed; ctx ends
+// connection attempts in progress.
+func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flowSet, logf func(string, ...any)) {
 	if pub.dgram != nil {
 		pub.serveUDP(guest, flows, logf)
 		return
 	}
+	var open atomic.Int32
 	for {
 		c, err := pub.stream.Accept()
 		if err != nil {
@@ -94,17 +99,20 @@ func (pub *published) serve(guest *stack.Stack, flows *flowSet, logf func(string
 			continue
 		}
 		host, ok := c.(stream)
-		if !ok {
+		if !ok || open.Load() >= maxPublishedConns {
 			c.Close()
 			continue
 		}
-		flows.run(func() { pub.relayConn(guest, host, logf) }, host)
+		open.Add(1)
+		if !flows.run(func() { defer open.Add(-1); pub.relayConn(ctx, guest, host, logf) }, host) {
+			open.Add(-1)
+		}
 	}
 }
 
 // relayConn connects to the guest port and relays host through it.
-func (pub *published) relayConn(guest *stack.Stack, host stream, logf func(string, ...any)) {
-	ctx, cancel := context.WithTimeout(context.Background(), guestDialTimeout)
+func (pub *published) relayConn(ctx context.Context, guest *stack.Stack, host stream, logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(ctx, guestDialTimeout)
 	g, err := gonet.DialContextTCP(ctx, guest, tcpip.FullAddress{Addr: guestLoopback, Port: pub.p.GuestPort}, ipv4.ProtocolNumber)
 	cancel()
 	if err != nil {

@@ -90,6 +90,7 @@ func TestNATFromTheGuest(t *testing.T) {
 		nslookup box.gvx.test | grep -A1 'Name:'
 		wget -q -O - http://web.gvx.test:%d/through-dns-and-nat; echo
 		cat /etc/resolv.conf
+		echo "netns: $(unshare -n ip -o link | cut -d: -f2 | tr -d ' \n') root: $(ip -o link | cut -d: -f2 | tr -d ' \n')"
 	`, echo.Port(), closed.Port(), webPort)
 	out, errOut, code := runNet(t, flags, script)
 	if code != 0 {
@@ -100,6 +101,7 @@ func TestNATFromTheGuest(t *testing.T) {
 		"Address: 192.0.2.7",
 		"web /through-dns-and-nat",
 		"nameserver 10.0.2.2",
+		"netns: lo root: loeth0", // a namespace made inside gets its own lo, and only that
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -31,7 +31,7 @@ import (
 
 // recipeVersion changes whenever the layers below change, so cached builds
 // of an older recipe are not reused.
-const recipeVersion = "6"
+const recipeVersion = "7"
 
 // BusyboxPath is where Debian's busybox-static installs the binary.
 const BusyboxPath = "/bin/busybox"
@@ -60,7 +60,7 @@ var Applets = []string{
 	"mv", "ps", "pwd", "readlink", "rm", "sed", "seq", "sleep", "sort",
 	"stat", "tail", "tee", "test", "touch", "true", "uname", "wc", "yes",
 	// Network tools (core/netstack's tests).
-	"arping", "httpd", "ip", "nc", "nslookup", "ping", "wget",
+	"arping", "httpd", "ip", "nc", "nslookup", "ping", "unshare", "wget",
 }
 
 var epoch = time.Unix(1700000000, 0)

@@ -73,11 +73,13 @@ func UDPEcho(t testing.TB, prefix string) netip.AddrPort {
 	return c.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
-// DNSServer is a UDP DNS server on 127.0.0.1 that answers A queries for
-// the names it knows and NXDOMAIN for the rest.
+// DNSServer is a DNS server on 127.0.0.1, over UDP and TCP on the same
+// port, that answers A queries for the names it knows and NXDOMAIN for the
+// rest.
 type DNSServer struct {
 	Addr netip.AddrPort
 	conn *net.UDPConn
+	tcp  net.Listener
 
 	mu      sync.Mutex
 	names   map[string]netip.Addr
@@ -88,21 +90,68 @@ type DNSServer struct {
 // final dot) with addr, stopped when t ends.
 func NewDNSServer(t testing.TB, names map[string]netip.Addr) *DNSServer {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &DNSServer{Addr: c.LocalAddr().(*net.UDPAddr).AddrPort(), conn: c, names: map[string]netip.Addr{}}
+	s := &DNSServer{names: map[string]netip.Addr{}}
 	for n, a := range names {
 		s.names[strings.TrimSuffix(strings.ToLower(n), ".")] = a
 	}
-	done := make(chan struct{})
-	t.Cleanup(func() { c.Close(); <-done })
+	// A UDP port whose TCP twin is free too.
+	for try := 0; s.tcp == nil; try++ {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp4", c.LocalAddr().String())
+		if err != nil {
+			c.Close()
+			if try == 20 {
+				t.Fatal(err)
+			}
+			continue
+		}
+		s.conn, s.tcp = c, l
+	}
+	s.Addr = s.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	var wg sync.WaitGroup
+	t.Cleanup(func() { s.conn.Close(); s.tcp.Close(); wg.Wait() })
+	wg.Add(2)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		s.serve()
 	}()
+	go func() {
+		defer wg.Done()
+		s.serveTCP()
+	}()
 	return s
+}
+
+// serveTCP answers length-prefixed queries on TCP connections.
+func (s *DNSServer) serveTCP() {
+	for {
+		c, err := s.tcp.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			for {
+				var n [2]byte
+				if _, err := io.ReadFull(c, n[:]); err != nil {
+					return
+				}
+				q := make([]byte, binary.BigEndian.Uint16(n[:]))
+				if _, err := io.ReadFull(c, q); err != nil {
+					return
+				}
+				resp := s.answer(q)
+				if resp == nil {
+					return
+				}
+				c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(resp))))
+				c.Write(resp)
+			}
+		}()
+	}
 }
 
 // Queries returns how many queries the server answered.

@@ -3,6 +3,7 @@
 // small buffers.
 //
 //	nettool udp ADDR MSG          send MSG, print the answer (or the error)
+//	nettool udpecho PORT          answer every UDP datagram with "guest:" and the datagram
 //	nettool sink PORT             accept TCP connections, read each to EOF, print bytes and MB/s
 //	nettool source ADDR BYTES     connect, send BYTES, half-close, read to EOF, print MB/s
 //	nettool fetch ADDR            connect, read to EOF, print bytes and MB/s
@@ -25,12 +26,14 @@ const bufSize = 256 << 10
 
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: nettool udp|sink|source|fetch|serve|echo|connect ...")
+		fail("usage: nettool udp|udpecho|sink|source|fetch|serve|echo|connect ...")
 	}
 	var err error
 	switch os.Args[1] {
 	case "udp":
 		err = udp(os.Args[2], os.Args[3])
+	case "udpecho":
+		err = udpEcho(os.Args[2])
 	case "sink":
 		err = serve(os.Args[2], sink)
 	case "source":
@@ -82,6 +85,22 @@ func udp(addr, msg string) error {
 	}
 	fmt.Printf("%s\n", buf[:n])
 	return nil
+}
+
+func udpEcho(port string) error {
+	c, err := net.ListenPacket("udp", ":"+port)
+	if err != nil {
+		return err
+	}
+	fmt.Println("listening")
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			return err
+		}
+		c.WriteTo(append([]byte("guest:"), buf[:n]...), from)
+	}
 }
 
 func serve(port string, handle func(net.Conn)) error {
