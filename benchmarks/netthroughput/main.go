@@ -132,6 +132,8 @@ func main() {
 	fmt.Println("|---|---|---|")
 	p50, p90, err := hostConnect("tcp", host.echo, *conns)
 	latencyRow("host loopback TCP (anchor)", p50, p90, err)
+	p50, p90, err = guestConnect(ctx, sb, fmt.Sprintf("127.0.0.1:%d", echoPort), *conns)
+	latencyRow("guest loopback TCP inside the sandbox (anchor)", p50, p90, err)
 	p50, p90, err = hostConnect("unix", echoSock, *conns)
 	latencyRow("host → guest through `-p unix:`", p50, p90, err)
 	p50, p90, err = guestConnect(ctx, sb, gateway(host.echo), *conns)

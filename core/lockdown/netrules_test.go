@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/sentry/platform"
 )
 
 // netDirEnv names the directory a net helper puts its unix socket in.
@@ -311,5 +312,20 @@ func TestNetRulesDenyOtherSockets(t *testing.T) {
 func TestNetAccessIsValidated(t *testing.T) {
 	if _, err := Prepare(Options{Net: NetAccess(7)}); err == nil || !strings.Contains(err.Error(), "NetNAT") {
 		t.Fatalf("Prepare with an unknown Net level: %v, want an error naming the levels", err)
+	}
+}
+
+func TestNetAccessLevelsArePrecompiled(t *testing.T) {
+	ctor, err := platform.Lookup("systrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, net := range []NetAccess{NetPublish, NetNAT} {
+		for _, control := range []int{0, 9} {
+			f, err := Prepare(Options{Platform: ctor.PrecompiledSeccompInfo()[0], Net: net, ControlFD: control})
+			if err != nil || !f.Precompiled() {
+				t.Errorf("Net %s, control %d: precompiled %v, %v; run `go test ./core/lockdown -run TestPrecompiled -update`", net, control, f != nil && f.Precompiled(), err)
+			}
+		}
 	}
 }
