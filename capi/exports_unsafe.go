@@ -233,6 +233,64 @@ func gvx_sandbox_close(h C.uint64_t, errOut **C.char) (status C.int) {
 	return C.GVX_OK
 }
 
+//export gvx_volume_create
+func gvx_volume_create(path *C.cchar_t, size C.int64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil {
+		return nullArg("path", errOut)
+	}
+	if err := volumeCreate(goString(path), int64(size)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_volume_clone
+func gvx_volume_clone(golden, episode *C.cchar_t, method **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if golden == nil || episode == nil {
+		return nullArg("golden and episode", errOut)
+	}
+	m, err := volumeClone(goString(golden), goString(episode))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	if method != nil {
+		*method = C.CString(m)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_volume_flatten
+func gvx_volume_flatten(episode, out *C.cchar_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if episode == nil || out == nil {
+		return nullArg("episode and out", errOut)
+	}
+	if err := volumeFlatten(goString(episode), goString(out)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_volume_check
+func gvx_volume_check(path *C.cchar_t, result **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil || result == nil {
+		return nullArg("path and result", errOut)
+	}
+	r, err := volumeCheck(goString(path))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*result = C.CString(r)
+	return C.GVX_OK
+}
+
 //export gvx_image_pull
 func gvx_image_pull(ref *C.cchar_t, options *C.cchar_t, onProgress C.gvx_progress_fn, userdata unsafe.Pointer,
 	out **C.char, errOut **C.char) (status C.int) {

@@ -152,6 +152,32 @@ int gvx_sandbox_wait(uint64_t sandbox, int *exit_code, char **err);
 int gvx_sandbox_close(uint64_t sandbox, char **err);
 
 /*
+ * Volumes: single-file ext4 images that sandboxes mount and the Sentry reads
+ * and writes itself. These are file operations in the calling process; no
+ * sandbox is involved.
+ */
+
+/* gvx_volume_create makes a sparse ext4 image of size bytes at path. */
+int gvx_volume_create(const char *path, int64_t size, char **err);
+
+/*
+ * gvx_volume_clone makes episode a writable copy of golden in O(1): a
+ * reflink where the host filesystem supports it, otherwise a copy-on-write
+ * delta over the (never written) golden. *method, if method is not NULL,
+ * receives "reflink" or "delta".
+ */
+int gvx_volume_clone(const char *golden, const char *episode, char **method, char **err);
+
+/* gvx_volume_flatten writes an episode (image or delta) as a standalone image at out. */
+int gvx_volume_flatten(const char *episode, const char *out, char **err);
+
+/*
+ * gvx_volume_check checks an image (e2fsck -fn when installed) and stores
+ * {"checker", "clean", "needs_recovery", "problems"} in *result.
+ */
+int gvx_volume_check(const char *path, char **result, char **err);
+
+/*
  * gvx_progress_fn receives pull progress as a JSON object: "kind"
  * ("resolved", "cached", "waiting", "layer", "writing", "done"), "ref",
  * "id", and for "layer": "layer", "layers", "done", "size" (bytes).

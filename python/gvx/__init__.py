@@ -31,9 +31,12 @@ from .errors import (
 from . import aio
 from .env import EnvPool, GvxEnv
 from .images import Image, pull
+from .volumes import CheckResult, Volume
 from .sandbox import ExecResult, Sandbox, SandboxInfo, SandboxStats, default_image, parse_size, rungv_path
 
 __all__ = [
+    "CheckResult",
+    "Volume",
     "Image",
     "pull",
     "EnvPool",

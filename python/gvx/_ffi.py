@@ -67,6 +67,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gvx_sandbox_wait": [u64, ctypes.POINTER(ctypes.c_int), pvp],
         "gvx_sandbox_close": [u64, pvp],
         "gvx_image_pull": [cs, cs, PROGRESS_FN, vp, pvp, pvp],
+        "gvx_volume_create": [cs, ctypes.c_int64, pvp],
+        "gvx_volume_clone": [cs, cs, pvp, pvp],
+        "gvx_volume_flatten": [cs, cs, pvp],
+        "gvx_volume_check": [cs, pvp, pvp],
     }
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
