@@ -67,7 +67,15 @@ void gvx_free(void *p);
  *   "workdir", "user", "hostname": string
  *   "keep_alive": bool         an idle init; drive the sandbox with exec
  *   "platform": string         "auto", "systrap", "kvm" or "ptrace"
- *   "network": string          "none"
+ *   "network": string          "none" (loopback only) or "nat" (eth0 with a user-space NAT)
+ *   "ports": [object]          published guest ports: {"guest_port", and "host_path"
+ *                              (a unix socket) or "host_port" with optional "host_ip",
+ *                              optional "protocol" "tcp"|"udp"}
+ *   "allow_net": [string]      with "nat": the only destinations, CIDR[:PORT]
+ *   "host_loopback": bool      with "nat": 10.0.2.2 reaches the host's 127.0.0.1
+ *   "net_raw": bool            raw and packet sockets for guest root
+ *   "mounts": [object]         volumes: {"type": "volume", "source" (an ext4 image
+ *                              file), "target" (a path in the sandbox), "readonly"}
  *   "memory": integer          bytes for the whole sandbox
  *   "cpus": number             CPUs the guest sees
  *   "pids_limit": integer

@@ -14,23 +14,46 @@ import (
 
 // sandboxConfig is gvx_sandbox_new's config_json.
 type sandboxConfig struct {
-	Image      string    `json:"image"`
-	Entrypoint *[]string `json:"entrypoint"`
-	Cmd        []string  `json:"cmd"`
-	Env        []string  `json:"env"`
-	Workdir    string    `json:"workdir"`
-	User       string    `json:"user"`
-	Hostname   string    `json:"hostname"`
-	KeepAlive  bool      `json:"keep_alive"`
-	Platform   string    `json:"platform"`
-	Network    string    `json:"network"`
-	Memory     uint64    `json:"memory"`
-	CPUs       float64   `json:"cpus"`
-	PidsLimit  int       `json:"pids_limit"`
-	Timeout    float64   `json:"timeout"`
-	Rungv      string    `json:"rungv"`
-	Cache      string    `json:"cache"`
-	Insecure   bool      `json:"insecure"`
+	Image        string      `json:"image"`
+	Entrypoint   *[]string   `json:"entrypoint"`
+	Cmd          []string    `json:"cmd"`
+	Env          []string    `json:"env"`
+	Workdir      string      `json:"workdir"`
+	User         string      `json:"user"`
+	Hostname     string      `json:"hostname"`
+	KeepAlive    bool        `json:"keep_alive"`
+	Platform     string      `json:"platform"`
+	Network      string      `json:"network"`
+	Ports        []portJSON  `json:"ports"`
+	AllowNet     []string    `json:"allow_net"`
+	HostLoopback bool        `json:"host_loopback"`
+	NetRaw       bool        `json:"net_raw"`
+	Mounts       []mountJSON `json:"mounts"`
+	Memory       uint64      `json:"memory"`
+	CPUs         float64     `json:"cpus"`
+	PidsLimit    int         `json:"pids_limit"`
+	Timeout      float64     `json:"timeout"`
+	Rungv        string      `json:"rungv"`
+	Cache        string      `json:"cache"`
+	Insecure     bool        `json:"insecure"`
+}
+
+// portJSON publishes a guest port on the host: on a unix socket
+// ("host_path") or on a host address and port.
+type portJSON struct {
+	HostPath  string `json:"host_path"`
+	HostIP    string `json:"host_ip"`
+	HostPort  uint16 `json:"host_port"`
+	GuestPort uint16 `json:"guest_port"`
+	Protocol  string `json:"protocol"`
+}
+
+// mountJSON attaches a volume.
+type mountJSON struct {
+	Type     string `json:"type"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readonly"`
 }
 
 func (c *sandboxConfig) toGo() (gvx.Config, error) {
@@ -71,8 +94,26 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 	switch c.Network {
 	case "", "none":
 		cfg.NetworkMode = gvx.NetModeNone
+	case "nat":
+		cfg.NetworkMode = gvx.NetModeNAT
 	default:
-		return gvx.Config{}, invalid(`config: "network" %q: only "none" is available in this release`, c.Network)
+		return gvx.Config{}, invalid(`config: "network" %q: use "none" or "nat"`, c.Network)
+	}
+	for _, p := range c.Ports {
+		if p.GuestPort == 0 || (p.HostPath == "" && p.HostPort == 0) {
+			return gvx.Config{}, invalid(`config: "ports" entry %+v needs "guest_port" and either "host_path" or "host_port"`, p)
+		}
+		cfg.Ports = append(cfg.Ports, gvx.PortMapping{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
+	}
+	cfg.AllowNet, cfg.HostLoopback, cfg.NetRaw = c.AllowNet, c.HostLoopback, c.NetRaw
+	for _, m := range c.Mounts {
+		if m.Type != "" && m.Type != "volume" {
+			return gvx.Config{}, invalid(`config: mount type %q: only "volume" (a single-file ext4 image) is supported`, m.Type)
+		}
+		if m.Source == "" || m.Target == "" {
+			return gvx.Config{}, invalid(`config: a mount needs "source" (the image file) and "target" (a path in the sandbox)`)
+		}
+		cfg.Mounts = append(cfg.Mounts, gvx.Mount{Kind: gvx.MountVolume, ImagePath: m.Source, GuestPath: m.Target, ReadOnly: m.ReadOnly})
 	}
 	return cfg, nil
 }

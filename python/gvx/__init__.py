@@ -32,7 +32,7 @@ from . import aio
 from .env import EnvPool, GvxEnv
 from .images import Image, pull
 from .volumes import CheckResult, Volume
-from .sandbox import ExecResult, Sandbox, SandboxInfo, SandboxStats, default_image, parse_size, rungv_path
+from .sandbox import ExecResult, Mount, Sandbox, SandboxInfo, SandboxStats, default_image, parse_port, parse_size, rungv_path
 
 __all__ = [
     "CheckResult",
@@ -51,6 +51,7 @@ __all__ = [
     "LibraryNotFoundError",
     "NotFoundError",
     "PermissionDeniedError",
+    "Mount",
     "Sandbox",
     "SandboxClosedError",
     "SandboxInfo",
@@ -59,6 +60,7 @@ __all__ = [
     "TimeoutError",
     "default_image",
     "library_version",
+    "parse_port",
     "parse_size",
     "rungv_path",
 ]

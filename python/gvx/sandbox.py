@@ -129,6 +129,39 @@ class SandboxStats:
     pids_limit: int = 0
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A volume (a single-file ext4 image on the host) mounted at ``target`` in the sandbox."""
+
+    source: Union[str, "os.PathLike[str]"]
+    target: str
+    read_only: bool = False
+
+    def _json(self) -> dict[str, object]:
+        return {"type": "volume", "source": os.fspath(self.source), "target": self.target, "readonly": self.read_only}
+
+
+_PORT = re.compile(r"^(?:(?P<ip>\[[0-9a-fA-F:]+\]|[0-9.]+):)?(?P<host>\d+):(?P<guest>\d+)(?:/(?P<proto>tcp|udp))?$")
+
+
+def parse_port(spec: str) -> dict[str, object]:
+    """Parses a docker-style port: "8080:80", "127.0.0.1:8080:80/udp", or "unix:/path.sock:2375"."""
+    if spec.startswith("unix:"):
+        path, _, guest = spec[len("unix:") :].rpartition(":")
+        if not path or not guest.isdigit():
+            raise errors.InvalidArgumentError(f"port {spec!r}: write unix:HOSTPATH:GUESTPORT")
+        return {"host_path": path, "guest_port": int(guest)}
+    m = _PORT.match(spec)
+    if not m:
+        raise errors.InvalidArgumentError(f"port {spec!r}: write [IP:]HOSTPORT:GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT")
+    out: dict[str, object] = {"host_port": int(m["host"]), "guest_port": int(m["guest"])}
+    if m["ip"]:
+        out["host_ip"] = m["ip"].strip("[]")
+    if m["proto"]:
+        out["protocol"] = m["proto"]
+    return out
+
+
 def _close_handle(handle: int) -> None:
     """Closes a sandbox handle, ignoring a handle already closed (finalizer)."""
     try:
@@ -173,6 +206,11 @@ class Sandbox:
         cpus: Optional[float] = None,
         pids_limit: Optional[int] = None,
         network: str = "none",
+        ports: Sequence[str] = (),
+        allow_net: Sequence[str] = (),
+        host_loopback: bool = False,
+        net_raw: bool = False,
+        mounts: Sequence[Mount] = (),
         timeout: Optional[float] = None,
         platform: str = "auto",
         cache: Optional[PathLike] = None,
@@ -185,6 +223,11 @@ class Sandbox:
             "env": _as_env_list(env, "env"),
             "platform": platform,
             "network": network,
+            "ports": [parse_port(p) for p in ports],
+            "allow_net": list(allow_net),
+            "host_loopback": host_loopback,
+            "net_raw": net_raw,
+            "mounts": [m._json() for m in mounts],
             "rungv": str(rungv) if rungv is not None else str(rungv_path()),
             "insecure": insecure,
         }

@@ -1,0 +1,65 @@
+"""Network options of gvx.Sandbox: NAT to a host loopback server, published ports."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import gvx
+
+
+def test_parse_port() -> None:
+    assert gvx.parse_port("8080:80") == {"host_port": 8080, "guest_port": 80}
+    assert gvx.parse_port("127.0.0.1:8080:80/udp") == {"host_port": 8080, "guest_port": 80, "host_ip": "127.0.0.1", "protocol": "udp"}
+    assert gvx.parse_port("unix:/tmp/d.sock:2375") == {"host_path": "/tmp/d.sock", "guest_port": 2375}
+    for bad in ("80", "a:b", "unix:/x"):
+        with pytest.raises(gvx.InvalidArgumentError, match="GUESTPORT"):
+            gvx.parse_port(bad)
+
+
+@pytest.fixture
+def echo_server() -> Iterator[int]:
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.wfile.write(b"hello from the host: " + self.rfile.readline())
+
+    srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_nat_reaches_host_loopback_only_when_allowed(echo_server: int) -> None:
+    with gvx.Sandbox(network="nat", host_loopback=True) as sb:
+        r = sb.exec(f"echo ping | nc 10.0.2.2 {echo_server}", timeout=20)
+        assert r.stdout == "hello from the host: ping\n", r
+    with gvx.Sandbox(network="nat") as sb:  # no host_loopback: the host is off limits
+        r = sb.exec(f"echo ping | nc -w 2 10.0.2.2 {echo_server}", timeout=20)
+        assert "hello" not in r.stdout
+    with gvx.Sandbox() as sb:  # network="none": no route at all
+        r = sb.exec(f"echo ping | nc -w 2 10.0.2.2 {echo_server}", timeout=20)
+        assert r.exit_code != 0 and "hello" not in r.stdout
+
+
+def test_published_unix_socket(tmp_path: Path) -> None:
+    sock = tmp_path / "svc.sock"
+    with gvx.Sandbox(ports=[f"unix:{sock}:8000"]) as sb:
+        sb.exec("nc -l -p 8000 -e echo served-by-guest >/dev/null 2>&1 &")
+        for _ in range(100):
+            with socket.socket(socket.AF_UNIX) as c:
+                try:
+                    c.connect(str(sock))
+                    data = c.recv(100)
+                except OSError:
+                    data = b""
+            if data:
+                break
+            threading.Event().wait(0.05)
+        assert data == b"served-by-guest\n"
+    assert not sock.exists(), "the published socket outlived the sandbox"
