@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
@@ -17,7 +16,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
-	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 const (
@@ -113,104 +111,6 @@ func tuneTCP(s *stack.Stack) error {
 		}
 	}
 	return nil
-}
-
-// handleTCP decides a guest connection, dials its host side and relays
-// it. It runs on its own goroutine (the forwarder's).
-func (n *nat) handleTCP(r *tcp.ForwarderRequest) {
-	id := r.ID()
-	src := addrPort(id.RemoteAddress, id.RemotePort)
-	dst := addrPort(id.LocalAddress, id.LocalPort)
-	t, err := n.policy.decide(dst)
-	if err == nil && t.dns {
-		// DNS over TCP (large answers, zone transfers) goes to the first
-		// resolver.
-		if len(n.dns) == 0 {
-			err = errNoDNS
-		} else {
-			t.addr = n.dns[0]
-		}
-	}
-	if err == nil && n.tcpFlows.Load() >= maxTCPFlows {
-		err = fmt.Errorf("the sandbox has %d connections open through the NAT already", maxTCPFlows)
-	}
-	if err != nil {
-		n.logf("netstack: refused tcp %s -> %s: %v", src, dst, err)
-		r.Complete(true)
-		return
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, tcpDialTimeout)
-	host, err := n.dial(ctx, network("tcp", t.addr), t.addr)
-	cancel()
-	if err != nil {
-		n.logf("netstack: tcp %s -> %s: dialing %s: %v", src, dst, t.addr, err)
-		r.Complete(true)
-		return
-	}
-	var wq waiter.Queue
-	ep, terr := r.CreateEndpoint(&wq)
-	r.Complete(false)
-	if terr != nil {
-		// The guest gave up meanwhile.
-		host.Close()
-		return
-	}
-	guest := gonet.NewTCPConn(&wq, ep)
-	hs, ok := host.(stream)
-	if !ok {
-		guest.Close()
-		host.Close()
-		return
-	}
-	n.tcpFlows.Add(1)
-	if !n.flows.run(func() { defer n.tcpFlows.Add(-1); relayStreams(guest, hs) }, guest, host) {
-		n.tcpFlows.Add(-1)
-	}
-}
-
-// handleUDP decides a datagram no flow claims yet: the first of a new
-// guest flow. It runs on the NAT link's delivery goroutine; returning
-// false makes the stack answer ICMP port unreachable.
-func (n *nat) handleUDP(id stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
-	src := addrPort(id.RemoteAddress, id.RemotePort)
-	dst := addrPort(id.LocalAddress, id.LocalPort)
-	t, err := n.policy.decide(dst)
-	if err == nil && t.dns && len(n.dns) == 0 {
-		err = errNoDNS
-	}
-	if err == nil && n.udpFlows.Load() >= maxUDPFlows {
-		err = fmt.Errorf("the sandbox has %d UDP flows open already", maxUDPFlows)
-	}
-	if err != nil {
-		n.logf("netstack: refused udp %s -> %s: %v", src, dst, err)
-		return false
-	}
-	var far datagramPeer
-	idle := udpIdleTimeout
-	if t.dns {
-		far = newDNSRelay(n.dns, n.dial)
-		idle = dnsIdleTimeout
-	} else {
-		host, err := n.dial(n.ctx, network("udp", t.addr), t.addr)
-		if err != nil {
-			n.logf("netstack: udp %s -> %s: dialing %s: %v", src, dst, t.addr, err)
-			return false
-		}
-		far = connPeer{host}
-	}
-	var wq waiter.Queue
-	ep, terr := udp.NewForwarderRequest(n.s, id, pkt).CreateEndpoint(&wq)
-	if terr != nil {
-		far.Close()
-		n.logf("netstack: udp %s -> %s: %s", src, dst, terr)
-		return true
-	}
-	f := &udpFlow{a: connPeer{gonet.NewUDPConn(&wq, ep)}, b: far, idle: idle}
-	n.udpFlows.Add(1)
-	if !n.flows.run(func() { defer n.udpFlows.Add(-1); f.run() }, f) {
-		n.udpFlows.Add(-1)
-	}
-	return true
 }
 
 // close stops the stack.

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net"
 	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 )
 
 // relayBufSize is the copy buffer of one direction of a relayed stream.
@@ -17,6 +19,12 @@ type stream interface {
 	net.Conn
 	CloseWrite() error
 }
+
+var (
+	_ stream = (*gonet.TCPConn)(nil)
+	_ stream = (*net.TCPConn)(nil)
+	_ stream = (*net.UnixConn)(nil)
+)
 
 // relayStreams copies a to b and b to a until both directions end, then
 // closes both. A direction that reaches EOF half-closes its destination,

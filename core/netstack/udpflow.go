@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,8 @@ type datagramPeer interface {
 	serve(deliver func([]byte))
 	Close() error
 }
+
+var _ io.Closer = (*udpFlow)(nil)
 
 // udpFlow relays datagrams between two peers until neither has sent
 // anything for idle, or until either fails or is closed.
@@ -98,15 +101,21 @@ func (f *udpFlow) Close() error {
 
 // connPeer is a connected datagram socket (a host socket or a gonet
 // UDPConn) as a datagramPeer.
+//
+// connPeer implements datagramPeer.
 type connPeer struct {
 	net.Conn
 }
 
+var _ datagramPeer = connPeer{}
+
+// send implements datagramPeer.send.
 func (p connPeer) send(b []byte) error {
 	_, err := p.Write(b)
 	return err
 }
 
+// serve implements datagramPeer.serve.
 func (p connPeer) serve(deliver func([]byte)) {
 	buf := make([]byte, maxDatagram)
 	for {
