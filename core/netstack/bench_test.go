@@ -9,6 +9,8 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+
+	"z.gfire.dev/gvx/core/netstack/netstacktest"
 )
 
 // These measure the relays with a plain stack as the guest; benchmarks/
@@ -79,5 +81,25 @@ func BenchmarkPublishUnixUpload(b *testing.B) {
 		if _, err := c.Write(buf); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkNATConnect measures a guest connection through the NAT to a
+// host echo server with a 1-byte round trip.
+func BenchmarkNATConnect(b *testing.B) {
+	echo := netstacktest.TCPEcho(b, "")
+	_, g := attach(b, Config{Mode: ModeNAT, HostLoopback: true})
+	buf := []byte{1}
+	b.ResetTimer()
+	for range b.N {
+		c, err := dialGuest(b, g, gateway(echo.Port()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Write(buf)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
 	}
 }
