@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"z.gfire.dev/gvx/core/gvx"
@@ -104,10 +105,13 @@ func main() {
 		{"/nettool", "serve", strconv.Itoa(servePort), strconv.Itoa(bytes)},
 		{"/nettool", "echo", strconv.Itoa(echoPort)},
 	} {
-		go sb.Exec(guestCtx, argv, &gvx.ExecOptions{Stdout: io.Discard})
-	}
-	if err := waitDial("unix", echoSock); err != nil {
-		fail(err)
+		up := newLineWaiter("listening")
+		go sb.Exec(guestCtx, argv, &gvx.ExecOptions{Stdout: up})
+		select {
+		case <-up.seen:
+		case <-time.After(10 * time.Second):
+			fail(fmt.Errorf("%v did not start listening in the guest", argv))
+		}
 	}
 
 	fmt.Printf("%d MB per transfer, median of %d; %d CPUs; load average %s\n\n", *mb, *n, numCPU(), loadavg())
@@ -348,24 +352,25 @@ func latencyRow(what string, p50, p90 time.Duration, err error) {
 	fmt.Printf("| %s | %v | %v |\n", what, p50.Round(time.Microsecond), p90.Round(time.Microsecond))
 }
 
-func waitDial(network, addr string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial(network, addr)
-		if err == nil {
-			c.Write([]byte{1})
-			c.SetReadDeadline(time.Now().Add(time.Second))
-			_, err = c.Read(make([]byte, 1))
-			c.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the guest's servers did not come up: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+// lineWaiter is a Writer that closes seen once the output contains want.
+type lineWaiter struct {
+	want string
+	buf  []byte
+	seen chan struct{}
+	once sync.Once
+}
+
+func newLineWaiter(want string) *lineWaiter {
+	return &lineWaiter{want: want, seen: make(chan struct{})}
+}
+
+func (w *lineWaiter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	if strings.Contains(string(w.buf), w.want) {
+		w.once.Do(func() { close(w.seen) })
+		w.buf = nil
 	}
+	return len(p), nil
 }
 
 func freePort() (uint16, error) {
