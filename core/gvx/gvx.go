@@ -54,7 +54,8 @@ const (
 // PortMapping publishes a port of the sandbox on the host. Connections
 // (or UDP datagrams) to the host side reach the guest's 127.0.0.1:
 // GuestPort, so a guest service listening on 0.0.0.0 or 127.0.0.1 gets
-// them, in either network mode.
+// them, in either network mode; in NetModeNAT a TCP connection that
+// loopback refuses is tried on eth0's 10.0.2.15 next.
 type PortMapping struct {
 	// HostPath, if not empty, publishes on a unix socket at this host
 	// path (the seed workflow: DOCKER_HOST=unix://HostPath); the guest

@@ -53,7 +53,8 @@ const (
 )
 
 // Publish is a published port: a host endpoint whose connections (TCP,
-// unix) or datagrams (UDP) are relayed to a port on the guest's loopback.
+// unix) or datagrams (UDP) are relayed to a port on the guest's loopback
+// (TCP in ModeNAT falls back to eth0's address).
 type Publish struct {
 	// HostPath, if not empty, is a unix socket path on the host; New
 	// creates it (mode 0600) and fails if anything exists there. The
@@ -64,7 +65,7 @@ type Publish struct {
 	HostAddr netip.AddrPort
 	// Protocol is TCP or UDP; empty means TCP.
 	Protocol Protocol
-	// GuestPort is the port on the guest's 127.0.0.1.
+	// GuestPort is the guest's port.
 	GuestPort uint16
 }
 

@@ -25,7 +25,10 @@
 // before the process locks itself down; each accepted connection or UDP
 // peer is relayed to the guest's loopback (127.0.0.1:GUESTPORT) through the
 // guest's stack directly, so publishing works in ModeNone too and costs one
-// stack traversal, not two.
+// stack traversal, not two. A TCP connection the loopback refuses is tried
+// on eth0's address next (services bound to 10.0.2.15 only, DNAT rules
+// that skip loopback). The guest sees such connections come from its own
+// address, as behind Docker's userland proxy or RootlessKit's port driver.
 //
 // Use, in a process that hosts one sandbox (rungv):
 //

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/cleanup"
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"z.gfire.dev/gvx/core/lockdown"
@@ -95,7 +96,12 @@ func (n *Network) Attach(s *stack.Stack) error {
 		}
 	}
 	n.attached = true
+	targets := []tcpip.Address{guestLoopback}
+	if n.cfg.Mode == ModeNAT {
+		targets = append(targets, tcpipAddr(GuestAddr))
+	}
 	for _, pub := range n.pubs {
+		pub.targets = targets
 		n.flows.run(func() { pub.serve(n.ctx, s, n.flows, n.cfg.Logf) }, pub)
 	}
 	return nil

@@ -19,7 +19,7 @@ import (
 // guestDialTimeout bounds connecting to the guest for a published port.
 const guestDialTimeout = 10 * time.Second
 
-// guestLoopback is where published ports reach guest services.
+// guestLoopback is where published ports reach guest services first.
 var guestLoopback = tcpip.AddrFrom4([4]byte{127, 0, 0, 1})
 
 // published is one published port: its host listener and how it relays
@@ -28,6 +28,11 @@ type published struct {
 	p      Publish
 	stream net.Listener // TCP and unix
 	dgram  *net.UDPConn // UDP
+	// targets are the guest addresses a connection is tried on, in
+	// order: 127.0.0.1 (services on 0.0.0.0 or loopback, Docker's
+	// userland proxy), then, with eth0, 10.0.2.15 (services bound to it,
+	// DNAT rules that skip loopback). Set before serving.
+	targets []tcpip.Address
 }
 
 // listen opens p's host side. Unix sockets are never unlinked by the
@@ -114,7 +119,15 @@ func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flow
 // relayConn connects to the guest port and relays host through it.
 func (pub *published) relayConn(ctx context.Context, guest *stack.Stack, host stream, logf func(string, ...any)) {
 	ctx, cancel := context.WithTimeout(ctx, guestDialTimeout)
-	g, err := gonet.DialContextTCP(ctx, guest, tcpip.FullAddress{Addr: guestLoopback, Port: pub.p.GuestPort}, ipv4.ProtocolNumber)
+	var g *gonet.TCPConn
+	var err error
+	for _, addr := range pub.targets {
+		// A refusal inside the stack is immediate; the next address
+		// costs microseconds.
+		if g, err = gonet.DialContextTCP(ctx, guest, tcpip.FullAddress{Addr: addr, Port: pub.p.GuestPort}, ipv4.ProtocolNumber); err == nil {
+			break
+		}
+	}
 	cancel()
 	if err != nil {
 		// Nothing listens there (yet): the client sees the connection

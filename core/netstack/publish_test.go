@@ -21,7 +21,13 @@ import (
 // prefix and then echoes until the client half-closes.
 func guestEcho(t testing.TB, g *stack.Stack, port uint16, prefix string) {
 	t.Helper()
-	l, err := gonet.ListenTCP(g, tcpip.FullAddress{Addr: guestLoopback, Port: port}, ipv4.ProtocolNumber)
+	guestEchoOn(t, g, guestLoopback, port, prefix)
+}
+
+// guestEchoOn is guestEcho on another guest address.
+func guestEchoOn(t testing.TB, g *stack.Stack, addr tcpip.Address, port uint16, prefix string) {
+	t.Helper()
+	l, err := gonet.ListenTCP(g, tcpip.FullAddress{Addr: addr, Port: port}, ipv4.ProtocolNumber)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +121,18 @@ func TestPublishReachesGuestPorts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPublishReachesServicesBoundToEth0(t *testing.T) {
+	n, g := attach(t, Config{Mode: ModeNAT, Publish: []Publish{{HostAddr: netip.MustParseAddrPort("127.0.0.1:0"), GuestPort: 8081}}})
+	guestEchoOn(t, g, tcpipAddr(GuestAddr), 8081, "eth0:")
+	c, err := net.Dial("tcp", n.Published()[0].HostAddr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exchange(t, c.(stream), "hi"); got != "eth0:hi" {
+		t.Fatalf("a guest service on %s only: %q", GuestAddr, got)
 	}
 }
 
