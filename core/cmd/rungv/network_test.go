@@ -286,7 +286,8 @@ func TestPublishedRawTCPHalfClose(t *testing.T) {
 }
 
 // hostState is what a sandbox must not change on the host: interfaces,
-// addresses, routes, firewall rules and mounts.
+// addresses, routes, firewall rules, mounts, cgroups and listening unix
+// sockets.
 func hostState(t *testing.T) map[string]string {
 	t.Helper()
 	state := map[string]string{}
@@ -315,6 +316,18 @@ func hostState(t *testing.T) map[string]string {
 		}
 		state[name] = strings.Join(keep, "\n")
 	}
+	var cgroups []string
+	filepath.WalkDir("/sys/fs/cgroup", func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.Count(path, "/") > 6 {
+			return filepath.SkipDir
+		}
+		cgroups = append(cgroups, path)
+		return nil
+	})
+	state["cgroup tree"] = strings.Join(cgroups, "\n")
 	for _, f := range []string{"/proc/self/mounts", "/proc/net/unix"} {
 		data, err := os.ReadFile(f)
 		if err != nil {
