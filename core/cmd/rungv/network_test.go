@@ -445,6 +445,11 @@ func TestNetworkFlagsParse(t *testing.T) {
 	}
 }
 
+// TestNetRawAndPacketSocketWrite checks what busybox arping can do with a
+// packet socket: not open one without --net-raw, open one but not send
+// with it, send. (Whether it sees the answer is gVisor's packet socket
+// business: the NAT answers, eth0's counters show the replies, yet
+// arping reports none.)
 func TestNetRawAndPacketSocketWrite(t *testing.T) {
 	script := `arping -c 1 -w 1 -I eth0 10.0.2.2 2>&1; true`
 	cases := []struct {
