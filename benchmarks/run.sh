@@ -74,11 +74,20 @@ print([i["erofs"] for i in json.load(sys.stdin) if sys.argv[1] in i["refs"]][0])
 		.venv/bin/python benchmarks/env_reset.py --runsc "$runsc" "${py_docker[@]}" -n "${N:-100}"
 }
 
+# 100 MB through published ports and the NAT, and connection setup, next
+# to host loopback.
+net() {
+	local ref
+	ref=$(go run ./core/internal/testimage/mkimage | head -1)
+	echo "== network throughput and connection latency"
+	go run ./benchmarks/netthroughput -rungv build/rungv -image "$ref" -mb "${MB:-100}" -n "${RUNS:-3}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net)
 for t in "${targets[@]}"; do
 	case "$t" in
-	erofs | startup) "$t" ;;
-	*) echo "unknown benchmark $t (erofs, startup)" >&2; exit 2 ;;
+	erofs | startup | net) "$t" ;;
+	*) echo "unknown benchmark $t (erofs, startup, net)" >&2; exit 2 ;;
 	esac
 done

@@ -267,6 +267,7 @@ func TestRungvIsLockedDown(t *testing.T) {
 var coreCases = []string{
 	"TestExec", "TestExecTimeoutKillsTheCommandNotTheSandbox", "TestParallelExecs", "TestFiles",
 	"TestRunReturnsTheCommandsExitCode", "TestCloseIsIdempotentAndFinal", "TestRungvIsLockedDown",
+	"TestNATUDPAndTCPThroughTheSDK", "TestPublishedPortsThroughTheSDK",
 }
 
 // shareForRerun copies rungv and the test image where uid 65534 can read
@@ -281,6 +282,10 @@ func shareForRerun(t *testing.T) (string, []string) {
 	os.Chmod(dir, 0o755)
 	if out, err := exec.Command("cp", "-a", rungvBin, filepath.Join(dir, "rungv")).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
+	}
+	// Helpers the re-run cannot build (no Go toolchain cache as uid 65534).
+	if err := os.WriteFile(filepath.Join(dir, "nettool"), nettoolBinary(t), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	layout := strings.TrimSuffix(strings.TrimPrefix(imageRef, "oci:"), ":latest")
 	if out, err := exec.Command("cp", "-a", layout, filepath.Join(dir, "image")).CombinedOutput(); err != nil {
