@@ -66,6 +66,11 @@ type Config struct {
 	// up. 0 means no limit.
 	PidsLimit int
 
+	// Volumes are ext4 volumes mounted into the guest (see Volume). New
+	// opens them, before any lockdown; Close writes them back and closes
+	// them cleanly (a killed process leaves a journal that replays).
+	Volumes []Volume
+
 	// NetRaw lets guest root open raw and packet sockets.
 	NetRaw bool
 
@@ -137,6 +142,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PidsLimit < 0 {
 		return c, fmt.Errorf("sentry: PidsLimit is %d; use a positive count or 0 for none", c.PidsLimit)
+	}
+	if err := validateVolumes(c.Volumes); err != nil {
+		return c, err
 	}
 	if c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit {
 		return c, fmt.Errorf("sentry: MemoryLimit %d is below the minimum of %d bytes", c.MemoryLimit, minMemoryLimit)

@@ -17,6 +17,8 @@ import (
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/sys"
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/tmpfs"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
+
+	"z.gfire.dev/gvx/core/sentry/ext4fs"
 )
 
 // registerFilesystems makes the filesystem types and devices of the sandbox
@@ -24,7 +26,8 @@ import (
 //
 // Guest root may mount the types Docker needs (cgroup, cgroup2, overlay,
 // tmpfs, devpts, mqueue, proc, sysfs, devtmpfs). It may not mount erofs
-// (its only option is a host descriptor number) or dev (the loader's /dev).
+// (its only option is a host descriptor number), ext4 (volumes come from
+// the host) or dev (the loader's /dev).
 func registerFilesystems(vfsObj *vfs.VirtualFilesystem) error {
 	userMountable := &vfs.RegisterFilesystemTypeOptions{AllowUserMount: true, AllowUserList: true}
 	listedOnly := &vfs.RegisterFilesystemTypeOptions{AllowUserList: true}
@@ -34,12 +37,15 @@ func registerFilesystems(vfsObj *vfs.VirtualFilesystem) error {
 	vfsObj.MustRegisterFilesystemType(devpts.Name, &devpts.FilesystemType{}, userMountable)
 	vfsObj.MustRegisterFilesystemType(devtmpfs.Name, &devtmpfs.FilesystemType{}, userMountable)
 	vfsObj.MustRegisterFilesystemType(mqfs.Name, &mqfs.FilesystemType{}, userMountable)
-	vfsObj.MustRegisterFilesystemType(overlay.Name, &overlay.FilesystemType{}, userMountable)
+	// Our overlay type wraps gVisor's (see overlayType).
+	vfsObj.MustRegisterFilesystemType(overlay.Name, &overlayType{}, userMountable)
 	vfsObj.MustRegisterFilesystemType(proc.Name, &proc.FilesystemType{}, userMountable)
 	vfsObj.MustRegisterFilesystemType(sys.Name, &sys.FilesystemType{}, userMountable)
 	vfsObj.MustRegisterFilesystemType(tmpfs.Name, &tmpfs.FilesystemType{}, userMountable)
 	vfsObj.MustRegisterFilesystemType(dev.Name, &dev.FilesystemType{}, &vfs.RegisterFilesystemTypeOptions{})
 	vfsObj.MustRegisterFilesystemType(erofs.Name, &erofs.FilesystemType{}, listedOnly)
+	// ext4 volumes are mounted by the loader only (Config.Volumes).
+	vfsObj.MustRegisterFilesystemType(ext4fs.Name, &ext4fs.FilesystemType{}, listedOnly)
 
 	if err := memdev.Register(vfsObj); err != nil {
 		return fmt.Errorf("sentry: registering memory devices (/dev/null, zero, full, random, urandom): %w", err)

@@ -10,11 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/cleanup"
+	gcontext "gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
 
 	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/sentry/ext4fs"
 )
 
 // state is the life cycle of a Sandbox.
@@ -43,7 +45,12 @@ type Sandbox struct {
 	k      *kernel.Kernel
 	mns    *vfs.MountNamespace // the guest's root mount namespace; we hold a reference
 	filter *lockdown.Filter    // nil when lockdown is disabled
-	oom    *oomKiller          // nil without a memory limit
+	// volumes are the mounted ext4 volumes, in Config.Volumes order.
+	volumes []*ext4fs.Volume
+	// closed is closed when Close is done; closeErr is its outcome.
+	closed   chan struct{}
+	closeErr error
+	oom      *oomKiller // nil without a memory limit
 
 	// killed is closed when Close starts killing the guest; relays stop
 	// waiting for output then.
@@ -72,7 +79,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := initGlobal(); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
+	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
 	if err := claimProcess(s); err != nil {
 		return nil, err
 	}
@@ -90,6 +97,11 @@ func New(cfg Config) (*Sandbox, error) {
 			unix.Close(imageFD)
 		}
 	}()
+	if s.volumes, err = openVolumes(cfg.Volumes); err != nil {
+		return nil, err
+	}
+	// Registered before the kernel's release, so it runs after it.
+	cu.Add(func() { closeVolumes(gcontext.Background(), s.volumes) })
 
 	if !cfg.DisableLockdown {
 		// Before the platform forks its stubs, so they inherit nothing.
@@ -136,6 +148,9 @@ func New(cfg Config) (*Sandbox, error) {
 	s.mns = mns
 	cu.Add(func() { mns.DecRef(ctx) })
 	if err := mountStandard(ctx, k.VFS(), creds, mns); err != nil {
+		return nil, err
+	}
+	if err := mountVolumes(ctx, k.VFS(), creds, mns, cfg.Volumes, s.volumes); err != nil {
 		return nil, err
 	}
 

@@ -10,7 +10,7 @@ import (
 // Shutdown stops the sandbox gracefully: it sends SIGTERM to init and waits
 // for init to exit until ctx is done, then kills every guest process and
 // releases the kernel. The returned error is ctx's if the deadline forced the
-// kill. After Shutdown the process may host a new Sandbox.
+// kill, else Close's. After Shutdown the process may host a new Sandbox.
 func (s *Sandbox) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	p := s.init
@@ -29,17 +29,23 @@ func (s *Sandbox) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
-	s.Close()
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 
-// Close kills every guest process at once and releases the kernel and the
-// process-wide claim. It is idempotent.
+// Close kills every guest process at once, writes back and closes the
+// volumes, and releases the kernel and the process-wide claim. It returns
+// the volumes' close errors (their images then keep their last committed
+// state). It is idempotent: later calls wait for the first to finish and
+// return its outcome.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
 	if s.state == stateClosed {
 		s.mu.Unlock()
-		return nil
+		<-s.closed
+		return s.closeErr
 	}
 	started := s.state == stateRunning
 	s.state = stateClosed
@@ -71,9 +77,13 @@ func (s *Sandbox) Close() error {
 	if s.oom != nil {
 		s.oom.stop()
 	}
+	// No guest task runs now: flush and close the volumes before the
+	// kernel (and the memory file holding mapped pages) goes away.
+	s.closeErr = closeVolumes(ctx, s.volumes)
 	clearPidsLimit(s.k)
 	s.mns.DecRef(ctx)
 	s.k.Release()
 	releaseProcess(s)
-	return nil
+	close(s.closed)
+	return s.closeErr
 }

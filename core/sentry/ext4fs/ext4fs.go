@@ -1,0 +1,189 @@
+package ext4fs
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+
+	"gvisor.dev/gvisor/pkg/abi/linux"
+	"gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/errors/linuxerr"
+	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
+	"gvisor.dev/gvisor/pkg/sentry/pgalloc"
+	"gvisor.dev/gvisor/pkg/sentry/socket/unix/transport"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
+
+	"z.gfire.dev/gvx/core/ext4lite"
+)
+
+// Name is the filesystem type's name, as /proc/mounts and statfs show it.
+const Name = "ext4"
+
+// superMagic is EXT4_SUPER_MAGIC, statfs(2)'s f_type for ext2/3/4.
+const superMagic = 0xEF53
+
+// maxCachedDentries bounds the unreferenced dentries kept for lookups.
+const maxCachedDentries = 16384
+
+// FilesystemType implements vfs.FilesystemType.
+type FilesystemType struct{}
+
+var _ vfs.FilesystemType = (*FilesystemType)(nil)
+
+// InternalData is the vfs.GetFilesystemOptions.InternalData the loader
+// passes to mount a Volume.
+type InternalData struct {
+	Volume *Volume
+}
+
+// Name implements vfs.FilesystemType.Name.
+func (FilesystemType) Name() string { return Name }
+
+// Release implements vfs.FilesystemType.Release.
+func (FilesystemType) Release(ctx context.Context) {}
+
+// GetFilesystem implements vfs.FilesystemType.GetFilesystem.
+func (fstype FilesystemType) GetFilesystem(ctx context.Context, vfsObj *vfs.VirtualFilesystem, creds *auth.Credentials, source string, opts vfs.GetFilesystemOptions) (*vfs.Filesystem, *vfs.Dentry, error) {
+	data, ok := opts.InternalData.(InternalData)
+	if !ok || data.Volume == nil {
+		ctx.Infof("ext4fs: %s filesystems are mounted by the loader (rungv --mount type=volume); there is no device to mount %q from", Name, source)
+		return nil, nil, linuxerr.ENODEV
+	}
+	return data.Volume.mount(ctx, vfsObj, fstype, creds, opts.Data)
+}
+
+// filesystem implements vfs.FilesystemImpl.
+type filesystem struct {
+	vfsfs vfs.Filesystem
+
+	vol       *Volume
+	fs        *ext4lite.FS
+	mf        *pgalloc.MemoryFile
+	devMinor  uint32
+	blockSize int64
+	mopts     string
+	// rootNS is the root user namespace: ACLs on disk hold kernel IDs.
+	rootNS *auth.UserNamespace
+
+	// root is the root dentry; the filesystem holds a reference on it.
+	root *dentry
+
+	// mu protects the shape of the dentry tree (see the package
+	// documentation).
+	mu sync.RWMutex
+
+	// ancestryMu additionally protects dentry.parent and dentry.name, so
+	// that PrependPath and IsDescendant need not take mu.
+	ancestryMu sync.RWMutex
+
+	inodesMu sync.Mutex
+	inodes   map[ext4lite.Ino]*inode
+
+	// cacheMu protects lru and dentry.lruElem.
+	cacheMu sync.Mutex
+	lru     list.List
+	lruLen  atomic.Int64
+
+	// endpointsMu protects endpoints: the unix sockets bound to socket
+	// files, by inode. They live in memory only, as on Linux.
+	endpointsMu sync.Mutex
+	endpoints   map[ext4lite.Ino]transport.BoundEndpoint
+
+	released atomic.Bool
+}
+
+var _ vfs.FilesystemImpl = (*filesystem)(nil)
+
+// newFilesystem creates the gVisor filesystem serving v.
+//
+// Preconditions: v.mu is held; v has no live filesystem.
+func newFilesystem(ctx context.Context, vfsObj *vfs.VirtualFilesystem, fstype FilesystemType, creds *auth.Credentials, v *Volume, mopts string) (*filesystem, error) {
+	mf := pgalloc.MemoryFileFromContext(ctx)
+	if mf == nil {
+		ctx.Warningf("ext4fs: no memory file in the mount context")
+		return nil, linuxerr.EINVAL
+	}
+	devMinor, err := vfsObj.GetAnonBlockDevMinor()
+	if err != nil {
+		return nil, err
+	}
+	fs := &filesystem{
+		vol:       v,
+		fs:        v.fs,
+		mf:        mf,
+		devMinor:  devMinor,
+		blockSize: int64(v.fs.BlockSize()),
+		mopts:     mopts,
+		rootNS:    creds.UserNamespace.Root(),
+		inodes:    make(map[ext4lite.Ino]*inode),
+		endpoints: make(map[ext4lite.Ino]transport.BoundEndpoint),
+	}
+	fs.vfsfs.Init(vfsObj, &fstype, fs)
+	rootInode, err := fs.getInode(ext4lite.RootIno)
+	if err != nil {
+		fs.vfsfs.DecRef(ctx)
+		return nil, err
+	}
+	if rootInode.ftype != linux.S_IFDIR {
+		rootInode.decRef(ctx)
+		fs.vfsfs.DecRef(ctx)
+		ctx.Warningf("ext4fs: the root inode is not a directory (mode %#o)", rootInode.mode.Load())
+		return nil, linuxerr.EIO
+	}
+	// One reference for the filesystem, one for the caller.
+	fs.root = fs.newDentry(nil, "", rootInode)
+	fs.root.refs.Store(2)
+	return fs, nil
+}
+
+// Release implements vfs.FilesystemImpl.Release.
+func (fs *filesystem) Release(ctx context.Context) {
+	fs.released.Store(true)
+	// No file of this filesystem is open or mapped any more, so the page
+	// cache is empty; write back anything left anyway.
+	if err := fs.writebackAll(ctx); err != nil {
+		ctx.Warningf("ext4fs: writing back cached data at unmount: %v", err)
+	}
+	fs.mu.Lock()
+	fs.evictLocked(ctx, 0)
+	fs.mu.Unlock()
+	if fs.root != nil {
+		fs.root.DecRef(ctx)
+	}
+	fs.vol.detach(fs)
+	fs.vfsfs.VirtualFilesystem().PutAnonBlockDevMinor(fs.devMinor)
+}
+
+// Sync implements vfs.FilesystemImpl.Sync.
+func (fs *filesystem) Sync(ctx context.Context) error {
+	if err := fs.writebackAll(ctx); err != nil {
+		return err
+	}
+	if fs.vol.readOnly {
+		return nil
+	}
+	return errno(fs.fs.Sync())
+}
+
+// MountOptions implements vfs.FilesystemImpl.MountOptions.
+func (fs *filesystem) MountOptions() string { return fs.mopts }
+
+// statFS returns the filesystem's capacity figures.
+func (fs *filesystem) statFS() (linux.Statfs, error) {
+	sf, err := fs.fs.Statfs()
+	if err != nil {
+		return linux.Statfs{}, errno(err)
+	}
+	return linux.Statfs{
+		Type:            superMagic,
+		BlockSize:       sf.BlockSize,
+		Blocks:          sf.Blocks,
+		BlocksFree:      sf.BlocksFree,
+		BlocksAvailable: sf.BlocksAvail,
+		Files:           sf.Files,
+		FilesFree:       sf.FilesFree,
+		FSID:            [2]int32{int32(sf.FSID[0]), int32(sf.FSID[1])},
+		NameLength:      sf.NameLen,
+		FragmentSize:    sf.BlockSize,
+	}, nil
+}

@@ -1,0 +1,183 @@
+package sentry
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"z.gfire.dev/gvx/core/ext4lite"
+)
+
+// TestVolumeBasics needs nothing but busybox, so it also runs under the
+// hostile harness: volumes work unprivileged.
+func TestVolumeBasics(t *testing.T) {
+	img := newTestVolume(t, volumeDir(t), 256<<20)
+	s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/vol/data"}}})
+	r := startAndWait(t, s, sh(`set -e
+cd /vol/data
+echo content > f && cat f
+mkdir sbin && cp /bin/busybox sbin/busybox && ./sbin/busybox true && echo exec ok
+mkdir d && mv f d/g && ls d
+dd if=/dev/zero of=big bs=1M count=3 2>/dev/null && wc -c < big
+grep ' /vol/data ' /proc/mounts | cut -d' ' -f3
+stat -f -c %T .`))
+	if r.status.ExitCode() != 0 {
+		t.Fatalf("%v\n%s\n%s", r.status, r.stdout, r.stderr)
+	}
+	if want := "content\nexec ok\ng\n3145728\next4\next2/ext3\n"; r.stdout != want {
+		t.Errorf("got %q, want %q", r.stdout, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkImageClean(t, img)
+}
+
+func TestVolumeReadOnly(t *testing.T) {
+	img := newTestVolume(t, volumeDir(t), 256<<20)
+	s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
+	startAndWait(t, s, sh("echo kept > /data/f"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSHA256(t, img)
+	s = newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data", ReadOnly: true}}})
+	r := startAndWait(t, s, sh(`cat /data/f; echo x > /data/g || echo refused; rm /data/f || echo refused; grep ' /data ' /proc/mounts | cut -d' ' -f4`))
+	if want := "kept\nrefused\nrefused\nro\n"; r.stdout != want {
+		t.Errorf("got %q, want %q (stderr %s)", r.stdout, want, r.stderr)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := fileSHA256(t, img); after != before {
+		t.Error("a read-only volume's image changed")
+	}
+}
+
+func TestVolumeBadImages(t *testing.T) {
+	dir := volumeDir(t)
+	notExt4 := filepath.Join(dir, "not.ext4")
+	if err := os.WriteFile(notExt4, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img, err := os.Open(imagePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	for _, c := range []struct {
+		vol  Volume
+		want string
+	}{
+		{Volume{Path: notExt4, Target: "/data"}, "rungv volume check"},
+		{Volume{Path: filepath.Join(dir, "missing.ext4"), Target: "/data"}, "no such file"},
+		{Volume{Path: notExt4, Target: "data"}, "absolute"},
+		{Volume{Target: "/data"}, "no Path"},
+	} {
+		_, err := New(Config{Image: img, DisableLockdown: true, Volumes: []Volume{c.vol}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New with %+v: %v, want an error mentioning %q", c.vol, err, c.want)
+		}
+	}
+	// The process may host a sandbox after the failures.
+	good := newTestVolume(t, dir, 256<<20)
+	s := newSandbox(t, Config{Volumes: []Volume{{Path: good, Target: "/data"}}})
+	if r := startAndWait(t, s, sh("ls /data")); r.stdout != "lost+found\n" {
+		t.Errorf("ls /data: %q", r.stdout)
+	}
+}
+
+// TestVolumeClones gives two episodes clones of one golden volume: each
+// sees the golden's files and only its own writes, and the golden never
+// changes. On this host's filesystem clones are deltas (or reflinks);
+// on a loop-mounted XFS file, reflinks.
+func TestVolumeClones(t *testing.T) {
+	t.Run("host filesystem", func(t *testing.T) { testClones(t, volumeDir(t)) })
+	t.Run("xfs reflink", func(t *testing.T) {
+		dir := xfsDir(t)
+		method := testClones(t, dir)
+		if method != "reflink" {
+			t.Errorf("clones on XFS used %s, want reflink", method)
+		}
+	})
+}
+
+func testClones(t *testing.T, dir string) string {
+	golden := newTestVolume(t, dir, 512<<20)
+	s := newSandbox(t, Config{Volumes: []Volume{{Path: golden, Target: "/data"}}})
+	startAndWait(t, s, sh("mkdir /data/base && echo golden > /data/base/file && cp /bin/busybox /data/base/busybox"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sum := fileSHA256(t, golden)
+	var method string
+	for _, ep := range []string{"one", "two"} {
+		clone := filepath.Join(dir, ep+".ext4")
+		m, err := ext4lite.Clone(golden, clone)
+		if err != nil {
+			t.Fatalf("Clone: %v", err)
+		}
+		method = m.String()
+		s := newSandbox(t, Config{Volumes: []Volume{{Path: clone, Target: "/data"}}})
+		r := startAndWait(t, s, sh(`set -e; cat /data/base/file; ls /data; echo `+ep+` > /data/base/file; touch /data/`+ep+`; /data/base/busybox rm /data/base/busybox`))
+		if want := "golden\nbase\nlost+found\n"; r.stdout != want || r.status.ExitCode() != 0 {
+			t.Errorf("episode %s sees %q (%v %s), want %q", ep, r.stdout, r.status, r.stderr, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := fileSHA256(t, golden); got != sum {
+			t.Fatalf("episode %s changed the golden image", ep)
+		}
+	}
+	for _, ep := range []string{"one", "two"} {
+		clone := filepath.Join(dir, ep+".ext4")
+		flat := filepath.Join(dir, ep+".flat.ext4")
+		if err := ext4lite.Flatten(clone, flat); err != nil {
+			t.Fatal(err)
+		}
+		checkImageClean(t, flat)
+		out := debugfs(t, flat, "ls /")
+		if !strings.Contains(out, ep) || strings.Contains(out, map[string]string{"one": "two", "two": "one"}[ep]) {
+			t.Errorf("episode %s's volume lists:\n%s", ep, out)
+		}
+		if f := debugfs(t, flat, "cat /base/file"); !strings.Contains(f, ep) {
+			t.Errorf("episode %s's file: %q", ep, f)
+		}
+	}
+	t.Logf("clones made by %s", method)
+	return method
+}
+
+// xfsDir returns a directory on a fresh loop-mounted XFS file with reflink,
+// or skips saying why it cannot.
+func xfsDir(t *testing.T) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("loop-mounting XFS needs root")
+	}
+	dir := volumeDir(t)
+	fsImg := filepath.Join(dir, "xfs.img")
+	mnt := filepath.Join(dir, "xfs")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fsImg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(fsImg, 2<<30); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runHost("mkfs.xfs", "-q", "-m", "reflink=1", fsImg); err != nil {
+		t.Skipf("mkfs.xfs (apt-get install xfsprogs): %v %s", err, out)
+	}
+	if out, err := runHost("mount", "-o", "loop", fsImg, mnt); err != nil {
+		t.Skipf("cannot loop-mount XFS here: %v %s", err, out)
+	}
+	t.Cleanup(func() { runHost("umount", mnt) })
+	if err := os.Chmod(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return mnt
+}

@@ -1,0 +1,135 @@
+package sentry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gvisor.dev/gvisor/pkg/cleanup"
+	gcontext "gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/fspath"
+	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
+
+	"z.gfire.dev/gvx/core/ext4lite"
+	"z.gfire.dev/gvx/core/sentry/ext4fs"
+)
+
+// Volume mounts an ext4 volume into the guest: a single host file holding
+// an ext4 filesystem (or a copy-on-write delta over a golden image, see
+// core/ext4lite), which the Sentry reads and writes itself.
+type Volume struct {
+	// Path is the image or delta on the host. It must exist; create one
+	// with ext4lite.Create or `rungv volume create`.
+	Path string
+	// Target is where the guest sees the volume: an absolute path,
+	// created if missing.
+	Target string
+	// ReadOnly opens the image without ever writing it and mounts it
+	// read-only.
+	ReadOnly bool
+}
+
+// validateVolumes checks the volumes' paths and targets.
+func validateVolumes(vols []Volume) error {
+	seen := make(map[string]bool)
+	for _, v := range vols {
+		if v.Path == "" {
+			return fmt.Errorf("sentry: volume for %q has no Path; name an ext4 image file", v.Target)
+		}
+		if !path.IsAbs(v.Target) || path.Clean(v.Target) != v.Target || v.Target == "/" {
+			return fmt.Errorf("sentry: volume target %q must be a clean absolute path other than /", v.Target)
+		}
+		if seen[v.Target] {
+			return fmt.Errorf("sentry: two volumes are mounted at %q", v.Target)
+		}
+		seen[v.Target] = true
+	}
+	return nil
+}
+
+// openVolumes opens every volume image, replaying journals. It runs before
+// lockdown, which forbids opening host files.
+func openVolumes(vols []Volume) ([]*ext4fs.Volume, error) {
+	var opened []*ext4fs.Volume
+	cu := cleanup.Make(func() { closeVolumes(gcontext.Background(), opened) })
+	defer cu.Clean()
+	for _, v := range vols {
+		fs, err := ext4lite.OpenVolume(v.Path, ext4lite.Options{ReadOnly: v.ReadOnly})
+		if err != nil {
+			return nil, fmt.Errorf("sentry: opening volume %s for %s (is it an ext4 image? check it with `rungv volume check %s`): %w", v.Path, v.Target, v.Path, err)
+		}
+		opened = append(opened, ext4fs.NewVolume(fs, v.ReadOnly))
+	}
+	cu.Release()
+	return opened, nil
+}
+
+// closeVolumes writes back and closes volumes, returning every failure.
+//
+// Preconditions: no guest task runs.
+func closeVolumes(ctx gcontext.Context, vols []*ext4fs.Volume) error {
+	var errs []error
+	for _, v := range vols {
+		if err := v.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountVolumes mounts opened[i] at vols[i].Target, parents before
+// children.
+func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *auth.Credentials, mns *vfs.MountNamespace, vols []Volume, opened []*ext4fs.Volume) error {
+	order := make([]int, len(vols))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		return strings.Count(vols[order[a]].Target, "/") < strings.Count(vols[order[b]].Target, "/")
+	})
+	root := mns.Root(ctx)
+	defer root.DecRef(ctx)
+	for _, i := range order {
+		v := vols[i]
+		if err := vfsObj.MkdirAllAt(ctx, v.Target, root, creds, &vfs.MkdirOptions{Mode: 0o755, ForSyntheticMountpoint: true}, true /* mustBeDir */); err != nil {
+			return fmt.Errorf("sentry: creating mount point %s for volume %s: %w", v.Target, v.Path, err)
+		}
+		pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(v.Target), FollowFinalSymlink: true}
+		opts := &vfs.MountOptions{
+			ReadOnly: v.ReadOnly,
+			GetFilesystemOptions: vfs.GetFilesystemOptions{
+				InternalMount: true,
+				InternalData:  ext4fs.InternalData{Volume: opened[i]},
+			},
+		}
+		if _, err := vfsObj.MountAt(ctx, creds, filepath.Base(v.Path), pop, ext4fs.Name, opts); err != nil {
+			return fmt.Errorf("sentry: mounting volume %s on %s: %w", v.Path, v.Target, err)
+		}
+	}
+	return nil
+}
+
+// SyncVolumes writes every volume's cached data and metadata to its image,
+// as sync(1) in the guest would, and returns the first failure.
+func (s *Sandbox) SyncVolumes(ctx context.Context) error {
+	s.mu.Lock()
+	if s.state == stateClosed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.users.Add(1)
+	s.mu.Unlock()
+	defer s.users.Done()
+	kctx := s.k.SupervisorContext()
+	for _, v := range s.volumes {
+		if err := v.Sync(kctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
