@@ -6,6 +6,7 @@
 //	rungv rmi REF|ID...     remove images
 //	rungv prune             remove unreferenced images
 //	rungv run IMAGE [CMD]   run a command in a new sandbox
+//	rungv volume ...        create, check, clone and flatten ext4 volumes
 //
 // Go re-reads the CPU quota every second to adjust GOMAXPROCS (Go 1.25+),
 // with sched_getaffinity and cgroup file reads that the lockdown filter
@@ -77,6 +78,7 @@ cache (` + "`rungv pull`" + `) and state in single-file ext4 volumes.`,
 		newRmiCommand(g),
 		newPruneCommand(g),
 		newRunCommand(g),
+		newVolumeCommand(),
 		newJanitorCommand(),
 	)
 	return root

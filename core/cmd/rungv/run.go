@@ -53,6 +53,7 @@ type runFlags struct {
 	selftest    bool
 	net         netFlags
 	nftables    nftablesFlag
+	mounts      []string
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -102,6 +103,7 @@ signal N killed it).`,
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
 	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
+	addMountFlags(fl, &f.mounts)
 	fl.BoolVar(&f.trapSeccomp, "debug-seccomp", false, "report a host system call outside the allowlist with a stack trace instead of dying silently")
 	fl.MarkHidden("debug-seccomp")
 	fl.BoolVar(&f.selftest, "debug-lockdown-selftest", false, "after the sandbox starts, make a forbidden host system call: rungv must die with SIGSYS")
@@ -164,6 +166,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	}
 	defer janitor.Close() // the janitor removes the sockets once rungv is gone
 	cfg.Image = erofsFile
+	if err := createMissingVolumes(cfg.Volumes); err != nil {
+		return err
+	}
 	cfg.Lockdown = lockdown.Options{ControlFD: ctl.listenFD(), TrapViolations: f.trapSeccomp}
 	nw.configure(&cfg)
 	if f.debug {
@@ -257,7 +262,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		case <-p.Done():
 			st, err := p.Wait()
 			stopServing()
-			sb.Close()
+			if err := sb.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "rungv:", err)
+			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "rungv: copying the command's output:", err)
 			}
@@ -306,6 +313,9 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	cfg.NetRaw = f.netRaw
 	cfg.AllowSUID = f.allowSUID
 	f.nftables.apply(&cfg)
+	if cfg.Volumes, err = parseMounts(f.mounts); err != nil {
+		return cfg, err
+	}
 	if err := f.net.check(&cfg); err != nil {
 		return cfg, err
 	}
