@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -115,11 +116,44 @@ const (
 )
 
 // Mount attaches storage to the sandbox.
+//
+// A MountVolume mount attaches the ext4 volume in the host file ImagePath
+// (an image or a clone, see `rungv volume`) at GuestPath. A missing
+// ImagePath is created (16 GiB, sparse) unless ReadOnly. The sandbox
+// writes the volume back and closes it cleanly when it stops; if its
+// process is killed instead, the journal replays at the next mount.
 type Mount struct {
 	Kind      MountKind
 	ImagePath string // host file of a volume
 	GuestPath string // absolute path inside the sandbox
 	ReadOnly  bool
+}
+
+// flag renders m as a `rungv run --mount` value.
+func (m Mount) flag() (string, error) {
+	switch m.Kind {
+	case MountVolume, "":
+	default:
+		return "", fmt.Errorf("gvx: unknown Mount.Kind %q; use MountVolume", m.Kind)
+	}
+	if m.ImagePath == "" {
+		return "", fmt.Errorf("gvx: the volume for %q has no ImagePath; name its host file", m.GuestPath)
+	}
+	if !path.IsAbs(m.GuestPath) {
+		return "", fmt.Errorf("gvx: Mount.GuestPath %q must be an absolute path in the sandbox", m.GuestPath)
+	}
+	image, err := filepath.Abs(m.ImagePath)
+	if err != nil {
+		return "", fmt.Errorf("gvx: Mount.ImagePath %q: %w", m.ImagePath, err)
+	}
+	if strings.Contains(image, ",") || strings.Contains(m.GuestPath, ",") {
+		return "", fmt.Errorf("gvx: mount paths may not contain commas: %q, %q", image, m.GuestPath)
+	}
+	spec := "type=volume,src=" + image + ",dst=" + m.GuestPath
+	if m.ReadOnly {
+		spec += ",readonly"
+	}
+	return spec, nil
 }
 
 // Resources limit the sandbox as a whole.
@@ -252,8 +286,12 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	if c.AllowSUID {
 		a = append(a, "--allow-suid")
 	}
-	if len(c.Mounts) > 0 {
-		return nil, errors.New("gvx: Mounts are not available in this release yet")
+	for _, m := range c.Mounts {
+		spec, err := m.flag()
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, "--mount", spec)
 	}
 	if r := c.Resources; r.MemoryBytes > 0 {
 		a = append(a, "--memory", strconv.FormatUint(r.MemoryBytes, 10))
