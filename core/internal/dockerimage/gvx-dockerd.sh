@@ -1,8 +1,8 @@
 #!/bin/sh
 # gvx-dockerd: the entrypoint of gvx's Docker image. It mounts the cgroup v1
 # controllers gVisor provides and runs dockerd with its defaults (bridge
-# network, iptables on) under tini, listening on its unix socket and on TCP
-# port 2375, which rungv publishes to the host:
+# network, iptables on) under tini, serving its API on its unix socket and
+# on TCP port 2375, which rungv publishes to the host:
 #
 #   rungv run --nftables --net-raw -p unix:/tmp/docker.sock:2375 IMAGE
 #
@@ -11,14 +11,27 @@
 # instead of falling back to the slow vfs driver.
 set -eu
 
+# mounted DIR: is DIR a mount point? (A shell loop, not mountpoint(1): every
+# process started here delays dockerd.)
+mounted() {
+	while read -r _ dir _; do
+		[ "$dir" = "$1" ] && return 0
+	done </proc/self/mounts
+	return 1
+}
+
 # cgroup v1, as runc expects it: gVisor offers cpu, cpuacct, cpuset, memory,
 # devices and pids (not freezer or blkio).
-if ! mountpoint -q /sys/fs/cgroup; then
+controllers="cpu cpuacct cpuset memory devices pids"
+if ! mounted /sys/fs/cgroup; then
 	mount -t tmpfs -o nosuid,nodev,noexec,mode=755 cgroup /sys/fs/cgroup
 fi
-for c in cpu cpuacct cpuset memory devices pids; do
-	mkdir -p "/sys/fs/cgroup/$c"
-	if ! mountpoint -q "/sys/fs/cgroup/$c"; then
+dirs=/var/lib/docker
+for c in $controllers; do dirs="$dirs /sys/fs/cgroup/$c"; done
+# shellcheck disable=SC2086
+mkdir -p $dirs
+for c in $controllers; do
+	if ! mounted "/sys/fs/cgroup/$c"; then
 		mount -t cgroup -o "nosuid,nodev,noexec,$c" cgroup "/sys/fs/cgroup/$c"
 	fi
 done
@@ -27,18 +40,30 @@ done
 # (itself an overlay). Without a volume mounted there (rungv --mount
 # type=volume,dst=/var/lib/docker), /var/lib/docker is a tmpfs: memory,
 # like the root's writable layer it replaces.
-mkdir -p /var/lib/docker
-if ! mountpoint -q /var/lib/docker; then
+if ! mounted /var/lib/docker; then
 	mount -t tmpfs -o mode=711 tmpfs /var/lib/docker
 fi
 
 # tini reaps the containerd shims that end up as orphans and passes SIGINT
-# and SIGTERM on, so `rungv` stopping the sandbox shuts dockerd down
-# cleanly. --tls=false says the unauthenticated TCP socket is intended
-# (dockerd otherwise sleeps 15 s at start); it is reachable only through
-# what rungv publishes.
-exec tini -s -- dockerd \
+# and SIGTERM on, so rungv stopping the sandbox shuts dockerd down cleanly.
+#
+# The TCP socket is made here and handed to dockerd the way systemd (and
+# Debian's docker.socket) does: -H fd:// with LISTEN_FDS and LISTEN_PID,
+# which perl sets to its own process ID before it becomes dockerd. Binding
+# tcp://0.0.0.0:2375 itself without TLS, dockerd pauses for a second on
+# purpose. The socket is reachable only through what rungv publishes.
+exec tini -s -- perl -MSocket -e '
+	$^F = 3; # descriptor 3 stays open across exec
+	socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!\n";
+	setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1) or die "setsockopt: $!\n";
+	bind($s, pack_sockaddr_in(2375, INADDR_ANY)) or die "bind 0.0.0.0:2375: $!\n";
+	listen($s, SOMAXCONN) or die "listen: $!\n";
+	fileno($s) == 3 or die "the API socket is descriptor " . fileno($s) . ", not 3\n";
+	$ENV{LISTEN_FDS} = 1;
+	$ENV{LISTEN_PID} = $$;
+	exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\n";
+' dockerd \
 	-H unix:///var/run/docker.sock \
-	-H tcp://0.0.0.0:2375 --tls=false \
+	-H fd:// \
 	--storage-driver overlay2 \
 	"$@"

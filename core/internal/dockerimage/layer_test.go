@@ -191,7 +191,7 @@ func TestEntrypointScript(t *testing.T) {
 	if out, err := exec.Command(sh, "-n", "-c", entrypointScript).CombinedOutput(); err != nil {
 		t.Fatalf("the entrypoint does not parse: %v\n%s", err, out)
 	}
-	for _, want := range []string{"cpu cpuacct cpuset memory devices pids", "--storage-driver overlay2", "tcp://0.0.0.0:2375", "unix:///var/run/docker.sock"} {
+	for _, want := range []string{"cpu cpuacct cpuset memory devices pids", "--storage-driver overlay2", "-H fd://", "pack_sockaddr_in(2375, INADDR_ANY)", "unix:///var/run/docker.sock"} {
 		if !strings.Contains(entrypointScript, want) {
 			t.Errorf("the entrypoint lacks %q", want)
 		}
