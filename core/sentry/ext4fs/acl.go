@@ -51,6 +51,17 @@ func (i *inode) readACL(name string) *vfs.PosixACL {
 	return acl
 }
 
+// knownACLs records the ACLs of a file this package just created, so the
+// first permission check need not read them back.
+func (i *inode) knownACLs(access, def *vfs.PosixACL) {
+	i.acls.once.Do(func() {
+		i.acls.access.Store(access)
+		if i.isDir() {
+			i.acls.defaultACL.Store(def)
+		}
+	})
+}
+
 // accessACL returns i's access ACL, or nil.
 func (i *inode) accessACL() *vfs.PosixACL {
 	i.loadACLs()

@@ -137,6 +137,7 @@ func (fs *filesystem) createRegularLocked(ctx context.Context, rp *vfs.Resolving
 	if err != nil {
 		return nil, err
 	}
+	child.inode.knownACLs(nf.accessACL, nf.defaultACL)
 	child.IncRef()
 	return child, nil
 }
@@ -189,6 +190,7 @@ func (fs *filesystem) tmpfileDentry(ctx context.Context, rp *vfs.ResolvingPath, 
 		fs.fs.DecRef(ino)
 		return nil, err
 	}
+	i.knownACLs(nf.accessACL, nf.defaultACL)
 	// The inode takes over CreateTmpfile's ext4lite reference.
 	fs.inodesMu.Lock()
 	i.pinned = true
