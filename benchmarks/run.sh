@@ -83,11 +83,20 @@ net() {
 	go run ./benchmarks/netthroughput -rungv build/rungv -image "$ref" -mb "${MB:-100}" -n "${RUNS:-3}"
 }
 
+# ext4 volumes: untar onto a volume vs tmpfs in one sandbox, metadata
+# rates at 1k and 100k entries per directory, clone latency of 4 GiB.
+volume() {
+	local ref
+	ref=$(go run ./core/internal/testimage/mkimage | head -1)
+	echo "== ext4 volumes"
+	go run ./benchmarks/volume -rungv build/rungv -image "$ref" -runs "${RUNS:-5}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume)
 for t in "${targets[@]}"; do
 	case "$t" in
-	erofs | startup | net) "$t" ;;
-	*) echo "unknown benchmark $t (erofs, startup, net)" >&2; exit 2 ;;
+	erofs | startup | net | volume) "$t" ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume)" >&2; exit 2 ;;
 	esac
 done
