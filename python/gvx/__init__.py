@@ -28,7 +28,7 @@ from .errors import (
     SandboxUnavailableError,
     TimeoutError,
 )
-from . import aio
+from . import aio, golden
 from .env import EnvPool, GvxEnv
 from .images import Image, pull
 from .volumes import CheckResult, Volume
@@ -43,6 +43,7 @@ __all__ = [
     "GvxEnv",
     "SandboxStats",
     "aio",
+    "golden",
     "ExecError",
     "ExecResult",
     "GvxError",

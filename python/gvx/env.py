@@ -13,14 +13,19 @@ a reset costs the hand-over, not a boot.
 
 from __future__ import annotations
 
+import shutil
 import string
+import tempfile
 import threading
 import time
+import uuid
+from pathlib import Path
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, SupportsFloat
 
 from . import errors
-from .sandbox import ExecResult, Sandbox
+from .sandbox import ExecResult, Mount, Sandbox
+from .volumes import Volume
 
 _gym: Any
 _spaces: Any
@@ -71,6 +76,11 @@ class GvxEnv(_Base):  # type: ignore[misc]
         step_timeout: seconds a command may run; it is killed after that.
         max_output: characters kept of stdout and of stderr in observations.
         warm: prepare the next episode's sandbox in the background.
+        golden: a golden :class:`gvx.Volume` (see :func:`gvx.golden.build`): every
+            episode mounts its own O(1) clone at ``volume_path``; the clone is
+            deleted when the episode ends.
+        volume_path: where the episode's clone is mounted.
+        episode_dir: where clones live (default: a private temporary directory).
         sandbox_options: passed to :class:`gvx.Sandbox` (memory, cpus, env, …).
     """
 
@@ -89,6 +99,9 @@ class GvxEnv(_Base):  # type: ignore[misc]
         max_action_length: int = 4096,
         warm: bool = True,
         render_mode: Optional[str] = None,
+        golden: Optional[Volume] = None,
+        volume_path: str = "/var/lib/docker",
+        episode_dir: Optional[str] = None,
         **sandbox_options: Any,
     ) -> None:
         if max_steps < 1 or step_timeout <= 0 or max_output < 64:
@@ -108,6 +121,11 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self.warm = warm
         self.render_mode = render_mode
         self.sandbox_options = sandbox_options
+        self.golden = golden
+        self.volume_path = volume_path
+        self._own_episode_dir = golden is not None and episode_dir is None
+        self.episode_dir = Path(episode_dir or tempfile.mkdtemp(prefix="gvx-episodes-")) if golden is not None else None
+        self._clones: dict[int, Path] = {}  # id(sandbox) -> its episode clone
         if _gym is not None and getattr(self, "spec", None) is None:
             # Commands see clocks, PIDs and randomness: the same seed and
             # actions need not give the same observations, and step info
@@ -136,14 +154,36 @@ class GvxEnv(_Base):  # type: ignore[misc]
     # The sandbox life cycle.
 
     def _prepare(self) -> Sandbox:
-        sb = Sandbox(self.image, **self.sandbox_options)
+        options = dict(self.sandbox_options)
+        clone: Optional[Volume] = None
+        if self.golden is not None:
+            assert self.episode_dir is not None
+            clone = self.golden.clone(self.episode_dir / f"episode-{uuid.uuid4().hex[:12]}.ext4")
+            options["mounts"] = [Mount(clone.path, self.volume_path), *options.get("mounts", ())]
+        try:
+            sb = Sandbox(self.image, **options)
+        except BaseException:
+            if clone is not None:
+                clone.discard()
+            raise
+        if clone is not None:
+            self._clones[id(sb)] = clone.path
         try:
             for cmd in self.setup:
                 sb.exec(cmd, check=True, timeout=max(self.step_timeout, 600.0))
         except BaseException:
-            sb.close()
+            self._close_and_discard(sb)
             raise
         return sb
+
+    def _close_and_discard(self, sb: Sandbox) -> None:
+        """Closes a sandbox and deletes its episode clone."""
+        try:
+            sb.close()
+        finally:
+            clone = self._clones.pop(id(sb), None)
+            if clone is not None:
+                clone.unlink(missing_ok=True)
 
     def _take_sandbox(self) -> tuple[Sandbox, bool]:
         """The next episode's sandbox, and whether it was ready before we asked."""
@@ -156,7 +196,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
 
     def _retire(self, sb: Optional[Sandbox]) -> None:
         if sb is not None:
-            self._retirer.submit(sb.close)
+            self._retirer.submit(self._close_and_discard, sb)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -241,14 +281,16 @@ class GvxEnv(_Base):  # type: ignore[misc]
             current, self._sandbox = self._sandbox, None
             future, self._next = self._next, None
         if current is not None:
-            current.close()
+            self._close_and_discard(current)
         if future is not None:
             try:
-                future.result().close()
+                self._close_and_discard(future.result())
             except errors.GvxError:
                 pass
         self._preparer.shutdown(wait=True)
         self._retirer.shutdown(wait=True)
+        if self._own_episode_dir and self.episode_dir is not None:
+            shutil.rmtree(self.episode_dir, ignore_errors=True)
         if _gym is not None:
             super().close()
 

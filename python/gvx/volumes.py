@@ -39,6 +39,9 @@ class Volume:
     path: Path
     clone_method: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
     @classmethod
     def create(cls, path: PathLike, size: Union[int, str] = "16g") -> "Volume":
         """Makes a new, empty, sparse ext4 image (``size`` in bytes or like "16g")."""
