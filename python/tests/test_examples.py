@@ -45,3 +45,8 @@ def test_notebook_executes() -> None:
     assert any("gvx.Sandbox" in h for h in html)
     texts = [o["data"]["text/plain"] for c in nb.cells if c.cell_type == "code" for o in c.outputs if "text/plain" in o.get("data", {})]
     assert "('step one\\n', 1.0, False)" in texts, texts
+
+
+def test_golden_snapshot() -> None:
+    out = run_example(str(EXAMPLES / "golden_snapshot.py"), "-", "3")
+    assert out.count("sees 200 files") == 3 and "the golden is untouched: True" in out
