@@ -13,13 +13,19 @@
 //	fstool mmap PATH                    MAP_SHARED/MAP_PRIVATE coherence
 //	fstool bench DIR N                  create/stat/unlink N files, rates
 //	fstool utimens PATH SEC NSEC        set atime and mtime
+//	fstool setxattrhex PATH NAME HEX    set a binary attribute (ACLs)
+//	fstool getxattrhex PATH NAME
+//	fstool fallocate PATH MODE OFF LEN  fallocate(2) with a numeric mode
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/internal/treecheck"
 )
@@ -99,6 +105,38 @@ func run(args []string) error {
 			return err
 		}
 		return bench(args[1], n)
+	case "setxattrhex":
+		if err := need(3); err != nil {
+			return err
+		}
+		v, err := hex.DecodeString(args[3])
+		if err != nil {
+			return err
+		}
+		return unix.Lsetxattr(args[1], args[2], v, 0)
+	case "getxattrhex":
+		if err := need(2); err != nil {
+			return err
+		}
+		v, err := getXattr(args[1], args[2])
+		if err != nil {
+			return err
+		}
+		fmt.Println(hex.EncodeToString([]byte(v)))
+		return nil
+	case "fallocate":
+		if err := need(4); err != nil {
+			return err
+		}
+		var n [3]int64
+		for i, a := range args[2:] {
+			v, err := strconv.ParseInt(a, 0, 64)
+			if err != nil {
+				return fmt.Errorf("fallocate: %q: %w", a, err)
+			}
+			n[i] = v
+		}
+		return fallocate(args[1], uint32(n[0]), n[1], n[2])
 	case "utimens":
 		if err := need(3); err != nil {
 			return err

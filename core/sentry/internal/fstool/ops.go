@@ -184,3 +184,12 @@ func utimens(path string, sec, nsec int64) error {
 	ts := []unix.Timespec{{Sec: sec, Nsec: nsec}, {Sec: sec, Nsec: nsec}}
 	return unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
+
+func fallocate(path string, mode uint32, off, length int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fallocate(int(f.Fd()), mode, off, length)
+}
