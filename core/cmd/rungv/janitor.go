@@ -56,7 +56,11 @@ func startJanitor(files []janitorFile) (*os.File, error) {
 		w.Close()
 		return nil, fmt.Errorf("starting the janitor that removes rungv's sockets at exit: %w", err)
 	}
-	go cmd.Wait() // reaped if rungv outlives it; harmless otherwise
+	// Never waited for: the janitor outlives rungv by design. Waiting would
+	// also call waitid when it exits, after the lockdown, which forbids
+	// waitid: when the janitor won the race at rungv's exit, SIGSYS killed
+	// rungv (exit status 159 after a clean stop).
+	cmd.Process.Release()
 	return w, nil
 }
 
