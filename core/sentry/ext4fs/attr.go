@@ -22,9 +22,14 @@ func (i *inode) stat() (linux.Statx, error) {
 	if err != nil {
 		return linux.Statx{}, errno(err)
 	}
+	return i.fs.statx(&st), nil
+}
+
+// statx converts ext4lite's attributes.
+func (fs *filesystem) statx(st *ext4lite.Stat) linux.Statx {
 	return linux.Statx{
 		Mask:           statxMask,
-		Blksize:        uint32(i.fs.blockSize),
+		Blksize:        uint32(fs.blockSize),
 		Nlink:          st.Nlink,
 		UID:            st.UID,
 		GID:            st.GID,
@@ -39,10 +44,10 @@ func (i *inode) stat() (linux.Statx, error) {
 		RdevMajor:      st.Rdev.Major,
 		RdevMinor:      st.Rdev.Minor,
 		DevMajor:       linux.UNNAMED_MAJOR,
-		DevMinor:       i.fs.devMinor,
+		DevMinor:       fs.devMinor,
 		AttributesMask: linux.STATX_ATTR_IMMUTABLE | linux.STATX_ATTR_APPEND,
 		Attributes:     statxAttributes(st.Flags),
-	}, nil
+	}
 }
 
 // ext4 inode flags that statx reports.

@@ -98,11 +98,33 @@ func (fs *filesystem) StatAt(ctx context.Context, rp *vfs.ResolvingPath, opts vf
 		return rp.Start().Impl().(*dentry).inode.stat()
 	}
 	defer fs.maybeEvict(ctx)
-	d, err := fs.resolve(ctx, rp)
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	parent, err := fs.walkParentDirLocked(ctx, rp, rp.Start().Impl().(*dentry))
 	if err != nil {
 		return linux.Statx{}, err
 	}
-	defer d.DecRef(ctx)
+	// The common case, a name without a dentry (stat of directory
+	// entries by ls -l, find, tar), needs none.
+	if name := rp.Component(); name != "." && name != ".." && len(name) <= linux.NAME_MAX {
+		if err := parent.inode.checkPermissions(rp.Credentials(), vfs.MayExec); err != nil {
+			return linux.Statx{}, err
+		}
+		c, _, st, err := fs.peekLocked(parent, name)
+		if err != nil {
+			return linux.Statx{}, err
+		}
+		if c == nil && !(st.Mode&linux.S_IFMT == linux.S_IFLNK && rp.ShouldFollowSymlink()) {
+			if rp.MustBeDir() && st.Mode&linux.S_IFMT != linux.S_IFDIR {
+				return linux.Statx{}, linuxerr.ENOTDIR
+			}
+			return fs.statx(&st), nil
+		}
+	}
+	d, err := fs.resolveFromLocked(ctx, rp, parent)
+	if err != nil {
+		return linux.Statx{}, err
+	}
 	return d.inode.stat()
 }
 

@@ -78,6 +78,13 @@ type inode struct {
 //
 // Preconditions: fs.mu is held (either way), so ino cannot be freed.
 func (fs *filesystem) getInode(ino ext4lite.Ino) (*inode, error) {
+	return fs.getInodeStat(ino, nil)
+}
+
+// getInodeStat is getInode for a caller that may know the inode's
+// attributes already (it just created it, or stat'ed it): st, if not nil,
+// spares reading them.
+func (fs *filesystem) getInodeStat(ino ext4lite.Ino, known *ext4lite.Stat) (*inode, error) {
 	fs.inodesMu.Lock()
 	if i := fs.inodes[ino]; i != nil {
 		i.refs++
@@ -86,9 +93,14 @@ func (fs *filesystem) getInode(ino ext4lite.Ino) (*inode, error) {
 	}
 	fs.inodesMu.Unlock()
 
-	st, err := fs.fs.Stat(ino)
-	if err != nil {
-		return nil, errno(err)
+	var st ext4lite.Stat
+	if known != nil {
+		st = *known
+	} else {
+		var err error
+		if st, err = fs.fs.Stat(ino); err != nil {
+			return nil, errno(err)
+		}
 	}
 	switch st.Mode & linux.S_IFMT {
 	case linux.S_IFREG, linux.S_IFDIR, linux.S_IFLNK, linux.S_IFIFO, linux.S_IFCHR, linux.S_IFBLK, linux.S_IFSOCK:

@@ -7,6 +7,8 @@ import (
 	"gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
+
+	"z.gfire.dev/gvx/core/ext4lite"
 )
 
 // OpenAt implements vfs.FilesystemImpl.OpenAt.
@@ -133,7 +135,7 @@ func (fs *filesystem) createRegularLocked(ctx context.Context, rp *vfs.Resolving
 		return nil, errno(err)
 	}
 	nf.applyACLs(fs, ino)
-	child, err := fs.childForIno(parent, name, ino)
+	child, err := fs.childForIno(parent, name, ino, &ext4lite.Stat{Ino: ino, Mode: uint32(nf.mode), UID: nf.owner.UID, GID: nf.owner.GID})
 	if err != nil {
 		return nil, err
 	}

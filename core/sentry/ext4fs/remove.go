@@ -5,6 +5,7 @@ import (
 	"gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
 	"gvisor.dev/gvisor/pkg/refs"
+	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
 )
 
@@ -48,6 +49,11 @@ func (fs *filesystem) doRemoveAt(ctx context.Context, rp *vfs.ResolvingPath, dir
 		return linuxerr.ENOTEMPTY
 	case name == "." || name == "..":
 		return linuxerr.EISDIR
+	}
+	if !dir {
+		if done, err := fs.unlinkUncachedLocked(ctx, rp, parent, name); done {
+			return err
+		}
 	}
 	child, err := fs.childLocked(parent, name)
 	if err != nil {
@@ -96,6 +102,57 @@ func (fs *filesystem) doRemoveAt(ctx context.Context, rp *vfs.ResolvingPath, dir
 	fs.detachLocked(ctx, child)
 	toDecRef = vfsObj.CommitDeleteDentry(ctx, &child.vfsd)
 	return nil
+}
+
+// unlinkUncachedLocked unlinks name from parent if nothing of it is in
+// memory (no dentry, no inode): then no one uses the file and nothing is
+// mounted on it, and the unlink needs no dentry. It reports whether it
+// handled the call.
+//
+// Preconditions: fs.mu is held exclusively; the caller checked that
+// parent is writable and searchable.
+func (fs *filesystem) unlinkUncachedLocked(ctx context.Context, rp *vfs.ResolvingPath, parent *dentry, name string) (bool, error) {
+	if parent.removed.Load() || parent.cachedChild(name) != nil {
+		return false, nil
+	}
+	ino, err := fs.fs.Lookup(parent.inode.ino, name)
+	if err != nil {
+		return true, errno(err)
+	}
+	fs.inodesMu.Lock()
+	_, inMemory := fs.inodes[ino]
+	fs.inodesMu.Unlock()
+	if inMemory {
+		return false, nil
+	}
+	st, err := fs.fs.Stat(ino)
+	if err != nil {
+		return true, errno(err)
+	}
+	if err := vfs.CheckDeleteSticky(rp.Credentials(), parent.inode.fileMode(), parent.inode.kuid(), auth.KUID(st.UID), auth.KGID(st.GID)); err != nil {
+		return true, err
+	}
+	switch {
+	case st.Mode&linux.S_IFMT == linux.S_IFDIR:
+		return true, linuxerr.EISDIR
+	case rp.MustBeDir():
+		return true, linuxerr.ENOTDIR
+	}
+	mnt := rp.Mount()
+	if err := mnt.CheckBeginWrite(); err != nil {
+		return true, err
+	}
+	defer mnt.EndWrite()
+	if err := fs.fs.Unlink(parent.inode.ino, name); err != nil {
+		return true, errno(err)
+	}
+	parent.inode.watches.Notify(ctx, name, linux.IN_DELETE, 0, vfs.InodeEvent, true /* unlinked */)
+	if st.Mode&linux.S_IFMT == linux.S_IFSOCK && st.Nlink <= 1 {
+		fs.endpointsMu.Lock()
+		delete(fs.endpoints, ino)
+		fs.endpointsMu.Unlock()
+	}
+	return true, nil
 }
 
 // pinForRemoval makes d's inode outlive the removal of d's name if anyone

@@ -47,16 +47,54 @@ func (fs *filesystem) instantiateChildLocked(d *dentry, name string, ino ext4lit
 }
 
 // childForIno returns the dentry for name in d, which the caller just
-// created as inode ino.
+// created as inode ino with attributes st.
 //
 // Preconditions: fs.mu is held.
-func (fs *filesystem) childForIno(d *dentry, name string, ino ext4lite.Ino) (*dentry, error) {
+func (fs *filesystem) childForIno(d *dentry, name string, ino ext4lite.Ino, st *ext4lite.Stat) (*dentry, error) {
 	d.childMu.Lock()
 	defer d.childMu.Unlock()
 	if c := d.children[name]; c != nil {
 		return c, nil
 	}
-	return fs.instantiateChildLocked(d, name, ino)
+	i, err := fs.getInodeStat(ino, st)
+	if err != nil {
+		return nil, err
+	}
+	c := fs.newDentry(d, name, i)
+	d.children[name] = c
+	c.cacheNew()
+	return c, nil
+}
+
+// cachedChild returns d's cached dentry for name, or nil.
+func (d *dentry) cachedChild(name string) *dentry {
+	d.childMu.Lock()
+	defer d.childMu.Unlock()
+	return d.children[name]
+}
+
+// peekLocked looks name up in directory d without making a dentry for
+// it: it returns the cached dentry if there is one, else the inode's
+// number and attributes. A name without a dentry is no mount point, so
+// callers that only need the attributes of a final component use this.
+//
+// Preconditions: fs.mu is held; name is not "." or "..".
+func (fs *filesystem) peekLocked(d *dentry, name string) (*dentry, ext4lite.Ino, ext4lite.Stat, error) {
+	if c := d.cachedChild(name); c != nil {
+		return c, c.inode.ino, ext4lite.Stat{}, nil
+	}
+	if d.removed.Load() {
+		return nil, 0, ext4lite.Stat{}, linuxerr.ENOENT
+	}
+	ino, err := fs.fs.Lookup(d.inode.ino, name)
+	if err != nil {
+		return nil, 0, ext4lite.Stat{}, errno(err)
+	}
+	st, err := fs.fs.Stat(ino)
+	if err != nil {
+		return nil, 0, ext4lite.Stat{}, errno(err)
+	}
+	return nil, ino, st, nil
 }
 
 // existsLocked reports whether name exists in directory d.
@@ -165,14 +203,24 @@ func (fs *filesystem) resolveLocked(ctx context.Context, rp *vfs.ResolvingPath) 
 		if _, err := rp.HandleSymlink(target); err != nil {
 			return nil, err
 		}
-	} else {
-		for !rp.Done() {
-			next, _, err := fs.stepLocked(ctx, rp, d)
-			if err != nil {
-				return nil, err
-			}
-			d = next
+		if rp.MustBeDir() && !d.inode.isDir() {
+			return nil, linuxerr.ENOTDIR
 		}
+		return d, nil
+	}
+	return fs.resolveFromLocked(ctx, rp, d)
+}
+
+// resolveFromLocked resolves the rest of rp, starting at d.
+//
+// Preconditions: fs.mu is held.
+func (fs *filesystem) resolveFromLocked(ctx context.Context, rp *vfs.ResolvingPath, d *dentry) (*dentry, error) {
+	for !rp.Done() {
+		next, _, err := fs.stepLocked(ctx, rp, d)
+		if err != nil {
+			return nil, err
+		}
+		d = next
 	}
 	if rp.MustBeDir() && !d.inode.isDir() {
 		return nil, linuxerr.ENOTDIR
