@@ -24,6 +24,14 @@
 //	st, err = init.Wait()
 //	err = sb.Shutdown(ctx) // SIGTERM to init, SIGKILL to all at ctx's deadline
 //
+// Volumes (Config.Volumes) are ext4 images in single host files, or
+// copy-on-write clones of them (core/ext4lite), mounted where the guest
+// wants them and served by the Sentry itself (package ext4fs): nothing is
+// mounted on the host. New opens them; Close writes them back and closes
+// them cleanly; a killed process leaves a journal the next mount replays.
+// The guest's own overlay mounts (Docker's overlay2) may put their upper
+// and work directories on a volume; see overlayType.
+//
 // Host lockdown: unless Config.DisableLockdown is set, New sets NO_NEW_PRIVS
 // and drops every capability on the whole process before the platform
 // starts, and Start installs core/lockdown's seccomp allowlist before the

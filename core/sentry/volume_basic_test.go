@@ -1,6 +1,7 @@
 package sentry
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,25 @@ stat -f -c %T .`))
 func TestVolumeReadOnly(t *testing.T) {
 	img := newTestVolume(t, volumeDir(t), 256<<20)
 	s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
-	startAndWait(t, s, sh("echo kept > /data/f"))
+	startIdle(t, s)
+	mustRun(t, s, "echo kept > /data/f")
+	// SyncVolumes makes it durable while the sandbox runs: a copy of the
+	// image taken now has it once its journal is replayed.
+	if err := s.SyncVolumes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := img + ".synced"
+	if out, err := runHost("cp", "--sparse=always", img, snapshot); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	fs, err := ext4lite.OpenVolume(snapshot, ext4lite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Lookup(ext4lite.RootIno, "f"); err != nil {
+		t.Errorf("after SyncVolumes the image lacks /f: %v", err)
+	}
+	fs.Close()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
