@@ -51,6 +51,7 @@ func initGlobal() error {
 			return
 		}
 		installPidsLimiter()
+		installFallocate()
 		installLog()
 	})
 	return globalInitErr

@@ -37,6 +37,13 @@ chmod 600 acl/f; echo "acl chmod: $(/tmp/fstool getxattrhex acl/f system.posix_a
 head -c 12288 /dev/zero | tr '\0' a > p
 /tmp/fstool fallocate p 0 12288 8192
 echo "allocated: $(wc -c < p) $(tail -c 8192 p | tr -d '\0' | wc -c) $(head -c 12288 p | tr -d a | wc -c)"
+/tmp/fstool fallocate p 3 4096 4096
+echo "punched: $(wc -c < p) $(head -c 8192 p | tail -c 4096 | tr -d '\0' | wc -c) $(head -c 4096 p | tr -d a | wc -c)"
+/tmp/fstool fallocate p 16 0 100
+echo "zeroed: $(wc -c < p) $(head -c 100 p | tr -d '\0' | wc -c) $(head -c 4096 p | tail -c 3996 | tr -d a | wc -c)"
+/tmp/fstool fallocate p 1 20480 4096
+echo "keep size: $(wc -c < p)"
+/tmp/fstool fallocate /tmp/fstool 3 0 4096 2>/dev/null || echo "tmpfs punch: refused"
 truncate -s 5000 p; echo "truncated: $(wc -c < p) $(tr -d a < p | wc -c)"
 truncate -s 9000 p; echo "extended: $(wc -c < p) $(tail -c 4000 p | tr -d '\0' | wc -c)"
 mkdir -m 1777 sticky; echo r > sticky/rootfile; chmod 666 sticky/rootfile
@@ -76,7 +83,11 @@ func TestVolumeSemantics(t *testing.T) {
 		"acl dir: 750 " + aclDefault + "\n",
 		"acl chmod: 02000000" + "01000600ffffffff" + "02000400e8030000" + "04000500ffffffff" + "10000000ffffffff" + "20000000ffffffff\n",
 		"allocated: 20480 0 0\n",
-		"truncated: 5000 0\n",
+		"punched: 20480 0 0\n",
+		"zeroed: 20480 0 0\n",
+		"keep size: 20480\n",
+		"tmpfs punch: refused\n",
+		"truncated: 5000 1004\n",
 		"extended: 9000 0\n",
 		"sticky: refused\n",
 		"private: refused\n",

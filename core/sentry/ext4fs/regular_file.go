@@ -156,3 +156,11 @@ func (fd *regularFileFD) ConfigureMMap(ctx context.Context, opts *memmap.MMapOpt
 	opts.SentryOwnedContent = true
 	return vfs.GenericConfigureMMap(&fd.vfsfd, fd.inode(), opts)
 }
+
+// IsVolumeFile reports whether fd is a regular file of an ext4 volume,
+// whose Allocate implements fallocate(2)'s modes (KEEP_SIZE, PUNCH_HOLE,
+// ZERO_RANGE).
+func IsVolumeFile(fd *vfs.FileDescription) bool {
+	_, ok := fd.Impl().(*regularFileFD)
+	return ok
+}
