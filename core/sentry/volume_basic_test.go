@@ -92,18 +92,33 @@ func TestVolumeBadImages(t *testing.T) {
 		{Volume{Path: notExt4, Target: "/data"}, "rungv volume check"},
 		{Volume{Path: filepath.Join(dir, "missing.ext4"), Target: "/data"}, "no such file"},
 		{Volume{Path: notExt4, Target: "data"}, "absolute"},
-		{Volume{Target: "/data"}, "no Path"},
+		{Volume{Target: "/data"}, "needs a Path or a File"},
+		{Volume{Path: notExt4, File: img, Target: "/data"}, "needs a Path or a File"},
+		{Volume{File: img, Target: "/data"}, "open it read-write"},
 	} {
 		_, err := New(Config{Image: img, DisableLockdown: true, Volumes: []Volume{c.vol}})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New with %+v: %v, want an error mentioning %q", c.vol, err, c.want)
 		}
 	}
-	// The process may host a sandbox after the failures.
+	// The process may host a sandbox after the failures, here with a
+	// volume passed as an open file.
 	good := newTestVolume(t, dir, 256<<20)
-	s := newSandbox(t, Config{Volumes: []Volume{{Path: good, Target: "/data"}}})
-	if r := startAndWait(t, s, sh("ls /data")); r.stdout != "lost+found\n" {
+	f, err := os.OpenFile(good, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSandbox(t, Config{Volumes: []Volume{{File: f, Target: "/data"}}})
+	f.Close()
+	if r := startAndWait(t, s, sh("ls /data; echo via-fd > /data/f")); r.stdout != "lost+found\n" {
 		t.Errorf("ls /data: %q", r.stdout)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkImageClean(t, good)
+	if got := debugfs(t, good, "cat /f"); !strings.Contains(got, "via-fd") {
+		t.Errorf("/f written through a volume passed as a file: %q", got)
 	}
 }
 

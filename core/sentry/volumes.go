@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -15,7 +16,10 @@ import (
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/core/ext4lite"
+	"z.gfire.dev/gvx/core/ext4lite/blockdev"
 	"z.gfire.dev/gvx/core/sentry/ext4fs"
 )
 
@@ -26,6 +30,11 @@ type Volume struct {
 	// Path is the image or delta on the host. It must exist; create one
 	// with ext4lite.Create or `rungv volume create`.
 	Path string
+	// File, instead of Path, is an image already open (read-write unless
+	// ReadOnly), as Config.Image is: New duplicates the descriptor, so the
+	// caller may close File after New returns. Deltas need Path (they
+	// are two files).
+	File *os.File
 	// Target is where the guest sees the volume: an absolute path,
 	// created if missing.
 	Target string
@@ -38,8 +47,8 @@ type Volume struct {
 func validateVolumes(vols []Volume) error {
 	seen := make(map[string]bool)
 	for _, v := range vols {
-		if v.Path == "" {
-			return fmt.Errorf("sentry: volume for %q has no Path; name an ext4 image file", v.Target)
+		if (v.Path == "") == (v.File == nil) {
+			return fmt.Errorf("sentry: volume for %q needs a Path or a File (exactly one); name an ext4 image file", v.Target)
 		}
 		if !path.IsAbs(v.Target) || path.Clean(v.Target) != v.Target || v.Target == "/" {
 			return fmt.Errorf("sentry: volume target %q must be a clean absolute path other than /", v.Target)
@@ -59,14 +68,49 @@ func openVolumes(vols []Volume) ([]*ext4fs.Volume, error) {
 	cu := cleanup.Make(func() { closeVolumes(gcontext.Background(), opened) })
 	defer cu.Clean()
 	for _, v := range vols {
-		fs, err := ext4lite.OpenVolume(v.Path, ext4lite.Options{ReadOnly: v.ReadOnly})
+		fs, err := openVolume(v)
 		if err != nil {
-			return nil, fmt.Errorf("sentry: opening volume %s for %s (is it an ext4 image? check it with `rungv volume check %s`): %w", v.Path, v.Target, v.Path, err)
+			return nil, fmt.Errorf("sentry: opening volume %s for %s (is it an ext4 image? check it with `rungv volume check %s`): %w", v.name(), v.Target, v.name(), err)
 		}
 		opened = append(opened, ext4fs.NewVolume(fs, v.ReadOnly))
 	}
 	cu.Release()
 	return opened, nil
+}
+
+// openVolume opens v's image (or delta) with ext4lite.
+func openVolume(v Volume) (*ext4lite.FS, error) {
+	opts := ext4lite.Options{ReadOnly: v.ReadOnly}
+	if v.File == nil {
+		return ext4lite.OpenVolume(v.Path, opts)
+	}
+	fd, err := dupFile(v.File)
+	if err != nil {
+		return nil, fmt.Errorf("duplicating the descriptor: %w", err)
+	}
+	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil && flags&unix.O_ACCMODE == unix.O_RDONLY && !v.ReadOnly {
+		unix.Close(fd)
+		return nil, errors.New("the file is open read-only: open it read-write, or set ReadOnly")
+	}
+	dev, err := blockdev.NewFile(os.NewFile(uintptr(fd), v.File.Name()), v.ReadOnly)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	fs, err := ext4lite.Open(dev, opts)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return fs, nil
+}
+
+// name names v's image in messages.
+func (v Volume) name() string {
+	if v.Path != "" {
+		return v.Path
+	}
+	return v.File.Name()
 }
 
 // closeVolumes writes back and closes volumes, returning every failure.
@@ -97,7 +141,7 @@ func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *au
 	for _, i := range order {
 		v := vols[i]
 		if err := vfsObj.MkdirAllAt(ctx, v.Target, root, creds, &vfs.MkdirOptions{Mode: 0o755, ForSyntheticMountpoint: true}, true /* mustBeDir */); err != nil {
-			return fmt.Errorf("sentry: creating mount point %s for volume %s: %w", v.Target, v.Path, err)
+			return fmt.Errorf("sentry: creating mount point %s for volume %s: %w", v.Target, v.name(), err)
 		}
 		pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(v.Target), FollowFinalSymlink: true}
 		opts := &vfs.MountOptions{
@@ -107,8 +151,8 @@ func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *au
 				InternalData:  ext4fs.InternalData{Volume: opened[i]},
 			},
 		}
-		if _, err := vfsObj.MountAt(ctx, creds, filepath.Base(v.Path), pop, ext4fs.Name, opts); err != nil {
-			return fmt.Errorf("sentry: mounting volume %s on %s: %w", v.Path, v.Target, err)
+		if _, err := vfsObj.MountAt(ctx, creds, filepath.Base(v.name()), pop, ext4fs.Name, opts); err != nil {
+			return fmt.Errorf("sentry: mounting volume %s on %s: %w", v.name(), v.Target, err)
 		}
 	}
 	return nil
