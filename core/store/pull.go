@@ -92,45 +92,47 @@ func (s *Store) Pull(ctx context.Context, refString string, opts PullOptions) (*
 	id := configDigest.String()
 	emit(Event{Kind: EventResolved, Ref: refKey, ID: id})
 
-	if _, err := s.ensure(ctx, img, id, ref, emit, refKey); err != nil {
+	if err := s.ensure(ctx, img, id, ref, emit, refKey); err != nil {
 		return nil, err
+	}
+	return s.Get(id)
+}
+
+// ensure makes sure image id is cached — converting img if it is not —
+// and records refKey for it, all under the per-image lock, so that a
+// concurrent rmi or prune never deletes an image between its conversion
+// and its reference.
+func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) error {
+	lockPath := s.imageLock(id)
+	lock, held, err := tryLockFile(lockPath)
+	if err != nil {
+		return err
+	}
+	if held {
+		emit(Event{Kind: EventWaiting, Ref: refKey, ID: id})
+		if lock, err = lockFile(ctx, lockPath); err != nil {
+			return err
+		}
+	}
+	defer lock.unlock()
+	cached, err := s.load(id)
+	switch {
+	case err == nil:
+		emit(Event{Kind: EventCached, Ref: refKey, ID: id, Image: cached})
+	case errors.Is(err, os.ErrNotExist):
+		if _, err := s.convert(ctx, img, id, ref, emit, refKey); err != nil {
+			return err
+		}
+	default:
+		return err
 	}
 	if err := s.updateRefs(ctx, func(refs map[string]string) error {
 		refs[refKey] = id
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("recording reference %s: %w", refKey, err)
+		return fmt.Errorf("recording reference %s: %w", refKey, err)
 	}
-	return s.Get(id)
-}
-
-// ensure makes sure image id is cached, converting img under the
-// per-image lock if it is not.
-func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) (*Image, error) {
-	if cached, err := s.load(id); err == nil {
-		emit(Event{Kind: EventCached, Ref: refKey, ID: id, Image: cached})
-		return cached, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	lockPath := s.imageLock(id)
-	lock, held, err := tryLockFile(lockPath)
-	if err != nil {
-		return nil, err
-	}
-	if held {
-		emit(Event{Kind: EventWaiting, Ref: refKey, ID: id})
-		if lock, err = lockFile(ctx, lockPath); err != nil {
-			return nil, err
-		}
-	}
-	defer lock.unlock()
-	// Another process may have finished while we waited.
-	if cached, err := s.load(id); err == nil {
-		emit(Event{Kind: EventCached, Ref: refKey, ID: id, Image: cached})
-		return cached, nil
-	}
-	return s.convert(ctx, img, id, ref, emit, refKey)
+	return nil
 }
 
 // convert builds the image in tmp/ and renames it into images/.

@@ -25,6 +25,13 @@ func (s *Store) Remove(ctx context.Context, refOrID string) (Removal, error) {
 	if err != nil {
 		return Removal{}, err
 	}
+	// Under the image's lock, a concurrent pull cannot re-reference the
+	// image between our decision and the deletion.
+	lock, err := lockFile(ctx, s.imageLock(id))
+	if err != nil {
+		return Removal{}, err
+	}
+	defer lock.unlock()
 	var r Removal
 	stillReferenced := false
 	err = s.updateRefs(ctx, func(refs map[string]string) error {
@@ -55,21 +62,18 @@ func (s *Store) Remove(ctx context.Context, refOrID string) (Removal, error) {
 	if err != nil || stillReferenced {
 		return r, err
 	}
-	if err := s.deleteImage(ctx, id); err != nil {
+	if err := s.deleteImageLocked(id); err != nil {
 		return r, err
 	}
 	r.Deleted = append(r.Deleted, id)
 	return r, nil
 }
 
-// deleteImage removes an image directory under its lock: first renamed
-// into tmp/ so no reader ever sees half of it, then deleted.
-func (s *Store) deleteImage(ctx context.Context, id string) error {
-	lock, err := lockFile(ctx, s.imageLock(id))
-	if err != nil {
-		return err
-	}
-	defer lock.unlock()
+// deleteImageLocked removes an image directory: first renamed into tmp/ so
+// no reader ever sees half of it, then deleted.
+//
+// Preconditions: the image's lock is held.
+func (s *Store) deleteImageLocked(id string) error {
 	dir := s.imageDir(id)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -104,23 +108,14 @@ func (s *Store) Prune(ctx context.Context, all bool) (PruneReport, error) {
 		if len(img.Refs) > 0 && !all {
 			continue
 		}
-		if all && len(img.Refs) > 0 {
-			if err := s.updateRefs(ctx, func(refs map[string]string) error {
-				for ref, id := range refs {
-					if id == img.ID {
-						delete(refs, ref)
-					}
-				}
-				return nil
-			}); err != nil {
-				return rep, err
-			}
-		}
-		if err := s.deleteImage(ctx, img.ID); err != nil {
+		deleted, err := s.pruneImage(ctx, img.ID, all)
+		if err != nil {
 			return rep, err
 		}
-		rep.Deleted = append(rep.Deleted, img.ID)
-		rep.Reclaimed += img.Size
+		if deleted {
+			rep.Deleted = append(rep.Deleted, img.ID)
+			rep.Reclaimed += img.Size
+		}
 	}
 	// tmp/ entries are "<short-id>-<random>" (pulls) or "rm-<random>"
 	// (removals). A pull in progress holds its image lock; a removal is
@@ -145,6 +140,34 @@ func (s *Store) Prune(ctx context.Context, all bool) (PruneReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// pruneImage deletes an image that no reference names (with all: every
+// image, references and all), deciding under the image's lock so that a
+// pull that referenced it meanwhile wins.
+func (s *Store) pruneImage(ctx context.Context, id string, all bool) (bool, error) {
+	lock, err := lockFile(ctx, s.imageLock(id))
+	if err != nil {
+		return false, err
+	}
+	defer lock.unlock()
+	referenced := false
+	err = s.updateRefs(ctx, func(refs map[string]string) error {
+		for ref, rid := range refs {
+			if rid != id {
+				continue
+			}
+			referenced = true
+			if all {
+				delete(refs, ref)
+			}
+		}
+		return nil
+	})
+	if err != nil || (referenced && !all) {
+		return false, err
+	}
+	return true, s.deleteImageLocked(id)
 }
 
 // pullInProgress reports whether some process holds the lock of an image
