@@ -9,6 +9,7 @@ import (
 	"gvisor.dev/gvisor/pkg/hostarch"
 	"gvisor.dev/gvisor/pkg/safemem"
 	"gvisor.dev/gvisor/pkg/sentry/memmap"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
 	"gvisor.dev/gvisor/pkg/usermem"
 )
 
@@ -116,6 +117,11 @@ func (i *inode) write(ctx context.Context, src usermem.IOSequence, off int64, ap
 	if appending {
 		off = i.size.Load()
 	}
+	limit, err := vfs.CheckLimit(ctx, off, src.NumBytes())
+	if err != nil {
+		return 0, off, err
+	}
+	src = src.TakeFirst64(limit)
 	b := getBuf()
 	defer putBuf(b)
 	buf := *b

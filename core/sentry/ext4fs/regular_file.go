@@ -79,13 +79,6 @@ func (fd *regularFileFD) pwrite(ctx context.Context, src usermem.IOSequence, off
 	}
 	i := fd.inode()
 	appending := fd.vfsfd.StatusFlags()&linux.O_APPEND != 0
-	if !appending {
-		limit, err := vfs.CheckLimit(ctx, offset, src.NumBytes())
-		if err != nil {
-			return 0, offset, err
-		}
-		src = src.TakeFirst64(limit)
-	}
 	n, off, err := i.write(ctx, src, offset, appending)
 	if n > 0 {
 		if cerr := i.clearSetIDOnChange(ctx); cerr != nil && err == nil {
