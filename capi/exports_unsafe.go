@@ -223,6 +223,16 @@ func gvx_sandbox_wait(h C.uint64_t, exitCode *C.int, errOut **C.char) (status C.
 	return C.GVX_OK
 }
 
+//export gvx_sandbox_reset
+func gvx_sandbox_reset(h C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := sandboxReset(uint64(h)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_close
 func gvx_sandbox_close(h C.uint64_t, errOut **C.char) (status C.int) {
 	defer guard(&status, errOut)

@@ -152,6 +152,15 @@ int gvx_sandbox_signal(uint64_t sandbox, int signal, char **err);
 int gvx_sandbox_wait(uint64_t sandbox, int *exit_code, char **err);
 
 /*
+ * gvx_sandbox_reset replaces the sandbox behind the handle with a fresh one
+ * started from the same configuration, then closes the old one: every
+ * process and every write to the root filesystem are gone; volumes keep
+ * what was written to them (clone a golden volume per episode for fresh
+ * state, see gvx_volume_clone). The handle stays valid.
+ */
+int gvx_sandbox_reset(uint64_t sandbox, char **err);
+
+/*
  * gvx_sandbox_close stops the sandbox (SIGTERM, then SIGKILL after a grace
  * period), waits for its process and releases the handle. Calls in
  * progress on other threads return GVX_E_UNAVAILABLE. Closing a closed

@@ -129,15 +129,43 @@ func sandboxNew(configJSON string) (uint64, error) {
 	}
 	// The sandbox's own output, if any, goes where the caller's goes.
 	cfg.Stdout, cfg.Stderr = os.Stdout, os.Stderr
+	sb, err := startSandbox(cfg)
+	if err != nil {
+		return 0, err
+	}
+	return addSandbox(sb, cfg), nil
+}
+
+func startSandbox(cfg gvx.Config) (*gvx.Sandbox, error) {
 	sb, err := gvx.New(context.Background(), cfg)
 	if err != nil {
 		var se *statusError
 		if errors.As(err, &se) {
-			return 0, err
+			return nil, err
 		}
-		return 0, &statusError{statusStart, err}
+		return nil, &statusError{statusStart, err}
 	}
-	return addSandbox(sb), nil
+	return sb, nil
+}
+
+// sandboxReset starts a fresh sandbox from the handle's configuration and
+// closes the old one: the root filesystem's writes and every process are
+// gone; volumes keep what was written to them.
+func sandboxReset(h uint64) error {
+	hd, err := getHandle(h)
+	if err != nil {
+		return err
+	}
+	fresh, err := startSandbox(hd.cfg)
+	if err != nil {
+		return err
+	}
+	old, err := replaceSandbox(h, fresh)
+	if err != nil {
+		fresh.Close()
+		return err
+	}
+	return old.Close()
 }
 
 type sandboxInfoJSON struct {

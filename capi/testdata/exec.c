@@ -105,6 +105,19 @@ int main(void) {
 	gvx_free(err);
 	err = NULL;
 
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"sh\", \"-c\", \"echo $$ > /tmp/pid\"]}", NULL, 0, &result, &out,
+	                          &out_len, &errb, &err_len, &err);
+	CHECK(status == GVX_OK, "exec before reset: %d", status);
+	gvx_free(result);
+	gvx_free(out);
+	gvx_free(errb);
+	status = gvx_sandbox_reset(sb, &err);
+	CHECK(status == GVX_OK, "reset: %d %s", status, err ? err : "");
+	status = gvx_sandbox_read_file(sb, "/tmp/pid", &data, &len, &err);
+	CHECK(status == GVX_E_NOT_FOUND, "a reset sandbox still has the old sandbox's file: %d", status);
+	gvx_free(err);
+	err = NULL;
+
 	status = gvx_sandbox_close(sb, &err);
 	CHECK(status == GVX_OK, "close: %d %s", status, err);
 	status = gvx_sandbox_close(sb, &err);

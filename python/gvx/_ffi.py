@@ -66,6 +66,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gvx_sandbox_signal": [u64, ctypes.c_int, pvp],
         "gvx_sandbox_wait": [u64, ctypes.POINTER(ctypes.c_int), pvp],
         "gvx_sandbox_close": [u64, pvp],
+        "gvx_sandbox_reset": [u64, pvp],
         "gvx_image_pull": [cs, cs, PROGRESS_FN, vp, pvp, pvp],
         "gvx_volume_create": [cs, ctypes.c_int64, pvp],
         "gvx_volume_clone": [cs, cs, pvp, pvp],

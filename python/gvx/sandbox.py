@@ -266,6 +266,16 @@ class Sandbox:
         self._finalizer.detach()
         _close_handle(self._handle)
 
+    def reset(self) -> None:
+        """Replaces this sandbox with a fresh one from the same configuration.
+
+        Every process and every write to the root filesystem are gone; mounted
+        volumes keep their content (use :class:`gvx.GvxEnv` with a golden volume
+        for fresh volume state per episode).
+        """
+        _ffi.call(_ffi.lib().gvx_sandbox_reset, self._h())
+        self._info = None
+
     @property
     def closed(self) -> bool:
         return self._closed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
+from pathlib import Path
 import time
 import warnings
 
@@ -120,9 +120,13 @@ def _rss_kib() -> int:
     return 0
 
 
-def test_reset_step_cycles_leak_nothing() -> None:
+def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
+    """Episodes on clones of a golden volume, as RL training runs them."""
     cycles = int(os.environ.get("GVX_TEST_CYCLES", "1000"))
-    env = gvx.GvxEnv(warm=True)
+    golden = gvx.golden.build(None, setup=["echo seeded > /var/lib/docker/seed"], volume=tmp_path / "golden.ext4", size="64m", progress=False)
+    episodes = tmp_path / "episodes"
+    episodes.mkdir()
+    env = gvx.GvxEnv(warm=True, golden=golden, episode_dir=str(episodes))
     try:
         env.reset()
         env.step("true")
@@ -135,8 +139,8 @@ def test_reset_step_cycles_leak_nothing() -> None:
         start = time.perf_counter()
         for i in range(cycles):
             env.reset()
-            obs, _, _, _, _ = env.step(f"echo {i}")
-            assert obs["stdout"] == f"{i}\n"
+            obs, _, _, _, _ = env.step(f"echo {i} >> /var/lib/docker/seed; tail -1 /var/lib/docker/seed; wc -l < /var/lib/docker/seed")
+            assert obs["stdout"] == f"{i}\n2\n", obs
         elapsed = time.perf_counter() - start
         time.sleep(1.0)  # retired sandboxes finish closing
         assert len(children_of(os.getpid())) <= kids, "sandbox processes accumulate"
@@ -146,7 +150,10 @@ def test_reset_step_cycles_leak_nothing() -> None:
         assert len(open_fds()) <= len(fds) + 8, f"file descriptors leak: {len(fds)} → {len(open_fds())}"
         grown = _rss_kib() - rss
         assert grown < 64 * 1024, f"RSS grew by {grown} KiB over {cycles} cycles"
+        # The live episode's clone and the prepared one's; older ones are gone.
+        assert len(list(episodes.iterdir())) <= 2, "episode clones accumulate"
         print(f"{cycles} reset+step cycles in {elapsed:.1f} s ({elapsed / cycles * 1000:.1f} ms each)")
     finally:
         env.close()
     assert children_of(os.getpid()) == [], "sandboxes outlive GvxEnv.close()"
+    assert list(episodes.iterdir()) == [], "episode clones outlive GvxEnv.close()"

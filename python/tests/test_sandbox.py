@@ -96,6 +96,15 @@ def test_8_sandboxes_at_once() -> None:
             b.close()
 
 
+def test_reset_gives_a_fresh_sandbox(sb: gvx.Sandbox) -> None:
+    sb.exec("echo old > /tmp/state")
+    old_pid = sb.pid
+    sb.reset()
+    assert sb.pid != old_pid and old_pid not in children_of(os.getpid())
+    assert sb.exec("cat /tmp/state").exit_code != 0
+    assert sb.exec("echo works").stdout == "works\n"
+
+
 def test_close_is_idempotent_and_final() -> None:
     fds_before = open_fds()
     sb = gvx.Sandbox()
