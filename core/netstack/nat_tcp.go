@@ -57,7 +57,7 @@ func (n *nat) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	n.tcpFlows.Add(1)
-	if !n.flows.run(func() { defer n.tcpFlows.Add(-1); relayStreams(guest, hs) }, guest, host) {
+	if !n.flows.run(func() { defer n.tcpFlows.Add(-1); relayStreams(nil, guest, hs) }, guest, host) {
 		n.tcpFlows.Add(-1)
 	}
 }

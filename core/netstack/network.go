@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/cleanup"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -24,6 +25,7 @@ type Network struct {
 	pubs   []*published
 	dial   dialFunc // hostDial; tests redirect it
 	flows  *flowSet
+	drain  *drainer
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -47,7 +49,7 @@ func New(cfg Config) (*Network, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	n := &Network{cfg: cfg, dial: hostDial, flows: newFlowSet()}
+	n := &Network{cfg: cfg, dial: hostDial, flows: newFlowSet(), drain: newDrainer()}
 	cu := cleanup.Make(func() {
 		n.closeListeners()
 		for _, path := range n.SocketPaths() {
@@ -102,7 +104,14 @@ func (n *Network) Attach(s *stack.Stack) error {
 	}
 	for _, pub := range n.pubs {
 		pub.targets = targets
-		n.flows.run(func() { pub.serve(n.ctx, s, n.flows, n.cfg.Logf) }, pub)
+		n.drain.wg.Add(1)
+		serve := func() {
+			defer n.drain.wg.Done()
+			pub.serve(n.ctx, s, n.flows, n.drain, n.cfg.Logf)
+		}
+		if !n.flows.run(serve, pub) {
+			n.drain.wg.Done()
+		}
 	}
 	return nil
 }
@@ -197,6 +206,29 @@ func (n *Network) Close() error {
 		}
 	}
 	return nil
+}
+
+// Drain stops accepting on the published ports and gives the connections
+// they relay up to timeout to deliver what the guest sent them before it
+// went away; Close ends whatever is left. Call it once the guest's
+// processes have exited and before its stack is destroyed
+// (sentry.Sandbox.Close): destroying the stack resets the guest's end of
+// a relayed connection, and bytes the guest wrote just before exiting
+// would never reach the host.
+func (n *Network) Drain(timeout time.Duration) {
+	n.closeListeners()
+	n.drain.once.Do(func() { close(n.drain.start) })
+	done := make(chan struct{})
+	go func() {
+		n.drain.wg.Wait() // Close, if not the relays, ends the wait
+		close(done)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // closeListeners closes the published ports' host sockets.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,12 +83,26 @@ func (pub *published) Close() error {
 	return pub.dgram.Close()
 }
 
+// drainer lets published connections deliver what the guest sent them
+// before the sandbox's stack goes away (Network.Drain).
+type drainer struct {
+	once sync.Once
+	// start is closed when draining starts.
+	start chan struct{}
+	// wg counts the published ports' serve loops and their relays.
+	wg sync.WaitGroup
+}
+
+func newDrainer() *drainer { return &drainer{start: make(chan struct{})} }
+
 // maxPublishedConns bounds the open connections of one published port.
 const maxPublishedConns = 4096
 
 // serve relays the port into guest until the listener is closed; ctx ends
-// connection attempts in progress.
-func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flowSet, logf func(string, ...any)) {
+// connection attempts in progress. Each relayed connection holds d.
+//
+// Preconditions: the caller holds d for serve's duration.
+func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flowSet, d *drainer, logf func(string, ...any)) {
 	if pub.dgram != nil {
 		pub.serveUDP(guest, flows, logf)
 		return
@@ -110,14 +125,22 @@ func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flow
 			continue
 		}
 		open.Add(1)
-		if !flows.run(func() { defer open.Add(-1); pub.relayConn(ctx, guest, host, logf) }, host) {
+		d.wg.Add(1)
+		relay := func() {
+			defer d.wg.Done()
+			defer open.Add(-1)
+			pub.relayConn(ctx, guest, host, d.start, logf)
+		}
+		if !flows.run(relay, host) {
 			open.Add(-1)
+			d.wg.Done()
 		}
 	}
 }
 
 // relayConn connects to the guest port and relays host through it.
-func (pub *published) relayConn(ctx context.Context, guest *stack.Stack, host stream, logf func(string, ...any)) {
+// Once drain is closed, the relay ends when the guest's side has.
+func (pub *published) relayConn(ctx context.Context, guest *stack.Stack, host stream, drain <-chan struct{}, logf func(string, ...any)) {
 	ctx, cancel := context.WithTimeout(ctx, guestDialTimeout)
 	var g *gonet.TCPConn
 	var err error
@@ -136,5 +159,5 @@ func (pub *published) relayConn(ctx context.Context, guest *stack.Stack, host st
 		host.Close()
 		return
 	}
-	relayStreams(host, g)
+	relayStreams(drain, host, g)
 }

@@ -190,3 +190,56 @@ func TestPublishRefusesAnExistingPath(t *testing.T) {
 		t.Fatalf("the first socket survived a failed New: %v", err)
 	}
 }
+
+// TestDrainDeliversWhatTheGuestWroteLast: a guest service that writes and
+// exits at once, and a sandbox torn down right after (rungv does
+// Drain, then destroys the guest's stack). The host client never
+// half-closes, so the relay must end on the guest's EOF alone.
+func TestDrainDeliversWhatTheGuestWroteLast(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s")
+	n, g := attach(t, Config{Publish: []Publish{{HostPath: sock, GuestPort: 7001}}})
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	l, err := gonet.ListenTCP(g, tcpip.FullAddress{Addr: guestLoopback, Port: 7001}, ipv4.ProtocolNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := l.Accept()
+		l.Close()
+		if err != nil {
+			return
+		}
+		c.Write(payload)
+		c.Close()
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Minute))
+	type result struct {
+		got []byte
+		err error
+	}
+	read := make(chan result, 1)
+	go func() {
+		got, err := io.ReadAll(c)
+		read <- result{got, err}
+	}()
+	<-served
+	n.Drain(time.Minute)
+	if open := n.flows.count(); open != 0 {
+		t.Errorf("Drain returned with %d relays and listeners still open: it timed out instead of ending on the guest's EOF", open)
+	}
+	g.Close() // what sentry.Sandbox.Close does to the guest's stack
+	r := <-read
+	if r.err != nil || !bytes.Equal(r.got, payload) {
+		t.Fatalf("after Drain and the guest stack's end, the host read %d of %d bytes, %v", len(r.got), len(payload), r.err)
+	}
+	if _, err := net.Dial("unix", sock); err == nil {
+		t.Error("the published socket still accepts after Drain")
+	}
+}

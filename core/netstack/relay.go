@@ -30,15 +30,22 @@ var (
 // closes both. A direction that reaches EOF half-closes its destination,
 // so the other direction keeps flowing (a request sent with shutdown(WR)
 // still gets its answer); a direction that fails closes both.
-func relayStreams(a, b stream) {
-	var wg sync.WaitGroup
-	wg.Add(1)
+//
+// Once drain is closed, the relay ends as soon as b has said all it will
+// (b → a reached EOF or failed), without waiting for a: that is how a
+// sandbox that is going away still delivers what its guest wrote last. A
+// nil drain never fires.
+func relayStreams(drain <-chan struct{}, a, b stream) {
+	toB := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(toB)
 		copyHalf(b, a)
 	}()
 	copyHalf(a, b)
-	wg.Wait()
+	select {
+	case <-toB:
+	case <-drain:
+	}
 	a.Close()
 	b.Close()
 }

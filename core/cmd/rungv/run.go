@@ -262,6 +262,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		case <-p.Done():
 			st, err := p.Wait()
 			stopServing()
+			nw.Drain(publishedDrainTimeout)
 			if err := sb.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, "rungv:", err)
 			}
@@ -285,6 +286,11 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		}
 	}
 }
+
+// publishedDrainTimeout bounds how long an exiting sandbox waits for its
+// published connections to deliver what the guest wrote before it exited
+// (a guest that answered and exited at once, as `nc -e cat` does).
+const publishedDrainTimeout = time.Second
 
 // sentryConfig maps the flags that configure the kernel.
 func (f *runFlags) sentryConfig() (sentry.Config, error) {
