@@ -52,7 +52,16 @@ fi
 # which perl sets to its own process ID before it becomes dockerd. Binding
 # tcp://0.0.0.0:2375 itself without TLS, dockerd pauses for a second on
 # purpose. The socket is reachable only through what rungv publishes.
+#
+# perl also checks the sandbox first: without nftables (rungv --nftables)
+# dockerd's iptables-nft cannot program anything and dockerd cannot start;
+# without raw sockets (rungv --net-raw) containers lose ping and the like.
 exec tini -s -- perl -MSocket -e '
+	# AF_NETLINK, NETLINK_NETFILTER: refused when the Sentry has no nftables.
+	socket(my $nf, 16, SOCK_RAW, 12) or die "gvx-dockerd: this sandbox has no nftables ($!), so dockerd cannot set up its bridge network: run it with rungv run --nftables --net-raw\n";
+	close($nf);
+	socket(my $raw, PF_INET, SOCK_RAW, 1) or warn "gvx-dockerd: no raw sockets in this sandbox ($!): containers cannot ping; run it with rungv run --net-raw\n";
+	close($raw) if $raw;
 	$^F = 3; # descriptor 3 stays open across exec
 	socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!\n";
 	setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1) or die "setsockopt: $!\n";
