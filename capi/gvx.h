@@ -74,6 +74,8 @@ void gvx_free(void *p);
  *   "allow_net": [string]      with "nat": the only destinations, CIDR[:PORT]
  *   "host_loopback": bool      with "nat": 10.0.2.2 reaches the host's 127.0.0.1
  *   "net_raw": bool            raw and packet sockets for guest root
+ *   "nftables": bool           gVisor's nftables (iptables-nft); dockerd with its
+ *                              defaults needs it and "net_raw"
  *   "mounts": [object]         volumes: {"type": "volume", "source" (an ext4 image
  *                              file), "target" (a path in the sandbox), "readonly"}
  *   "memory": integer          bytes for the whole sandbox

@@ -28,6 +28,7 @@ type sandboxConfig struct {
 	AllowNet     []string    `json:"allow_net"`
 	HostLoopback bool        `json:"host_loopback"`
 	NetRaw       bool        `json:"net_raw"`
+	NFTables     bool        `json:"nftables"`
 	Mounts       []mountJSON `json:"mounts"`
 	Memory       uint64      `json:"memory"`
 	CPUs         float64     `json:"cpus"`
@@ -105,7 +106,7 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 		}
 		cfg.Ports = append(cfg.Ports, gvx.PortMapping{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
 	}
-	cfg.AllowNet, cfg.HostLoopback, cfg.NetRaw = c.AllowNet, c.HostLoopback, c.NetRaw
+	cfg.AllowNet, cfg.HostLoopback, cfg.NetRaw, cfg.NFTables = c.AllowNet, c.HostLoopback, c.NetRaw, c.NFTables
 	for _, m := range c.Mounts {
 		if m.Type != "" && m.Type != "volume" {
 			return gvx.Config{}, invalid(`config: mount type %q: only "volume" (a single-file ext4 image) is supported`, m.Type)

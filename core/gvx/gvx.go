@@ -207,6 +207,10 @@ type Config struct {
 	HostLoopback bool
 	// NetRaw lets guest root open raw and packet sockets.
 	NetRaw bool
+	// NFTables gives the sandbox gVisor's nftables (iptables-nft).
+	// dockerd with its defaults (bridge network, iptables on) needs it
+	// and NetRaw; the Docker-in-gvx image refuses to start without them.
+	NFTables bool
 	// AllowPacketSocketWrite lets packet sockets send, not only capture;
 	// it needs NetRaw.
 	AllowPacketSocketWrite bool
@@ -351,6 +355,9 @@ func (c *Config) networkArgs() ([]string, error) {
 	}
 	if c.NetRaw {
 		a = append(a, "--net-raw")
+	}
+	if c.NFTables {
+		a = append(a, "--nftables")
 	}
 	if c.AllowPacketSocketWrite {
 		if !c.NetRaw {

@@ -25,14 +25,14 @@ func TestNetworkArgs(t *testing.T) {
 			{HostPort: 8080, GuestPort: 80},
 			{HostIP: "::1", HostPort: 5353, GuestPort: 53, Protocol: "udp"},
 		},
-		NetRaw: true, AllowPacketSocketWrite: true}
+		NetRaw: true, NFTables: true, AllowPacketSocketWrite: true}
 	a, err := cfg.args(3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"--network", "nat", "--allow-net", "10.0.2.2:8080", "--allow-net", "192.0.2.0/24", "--host-loopback",
 		"--publish", "unix:/run/seed.sock:2375", "--publish", "127.0.0.1:8080:80", "--publish", "[::1]:5353:53/udp",
-		"--net-raw", "--allow-packet-socket-write"}
+		"--net-raw", "--nftables", "--allow-packet-socket-write"}
 	if !containsRun(a, want) {
 		t.Errorf("args %q lack %q", a, want)
 	}
