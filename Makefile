@@ -109,7 +109,8 @@ test-go:
 
 test-python:
 	PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \
-		GVX_EXPECT_VERSION=$(VERSION) $(VENV)/bin/python -m pytest -q python/tests
+		GVX_EXPECT_VERSION=$(VERSION) GVX_TEST_DIND_IMAGE=$$($(GO) run ./core/internal/dockerimage/mkdockerimage -q 2>/dev/null) \
+		$(VENV)/bin/python -m pytest -q -rs python/tests
 	$(VENV)/bin/mypy --config-file pyproject.toml
 
 demo: deps all

@@ -28,7 +28,7 @@ from .errors import (
     SandboxUnavailableError,
     TimeoutError,
 )
-from . import aio, golden
+from . import aio, docker, golden
 from .env import EnvPool, GvxEnv
 from .images import Image, pull
 from .volumes import CheckResult, Volume
@@ -43,6 +43,7 @@ __all__ = [
     "GvxEnv",
     "SandboxStats",
     "aio",
+    "docker",
     "golden",
     "ExecError",
     "ExecResult",

@@ -12,13 +12,19 @@ import os
 import sys
 from pathlib import Path
 import time
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from . import errors
 from .sandbox import Mount, Sandbox
 from .volumes import Volume
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _short(cmd: str, limit: int = 96) -> str:
+    """A setup command as a progress line shows it: one line, bounded."""
+    line = " ".join(cmd.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def build(
@@ -31,6 +37,7 @@ def build(
     step_timeout: float = 1800.0,
     progress: Union[bool, Callable[[str], None]] = True,
     check: bool = True,
+    uploads: Optional[Mapping[str, PathLike]] = None,
     **sandbox_options: Any,
 ) -> Volume:
     """Runs a seed sandbox with ``volume`` mounted at ``path``, runs ``setup`` in it,
@@ -53,8 +60,11 @@ def build(
         report(f"golden: created {vol.path} ({size})")
     start = time.perf_counter()
     with Sandbox(image, mounts=[Mount(vol.path, path)], **sandbox_options) as seed:
+        for guest, host in (uploads or {}).items():
+            report(f"golden: copying {host} to {guest}")
+            seed.upload(host, guest)
         for i, cmd in enumerate(setup, 1):
-            report(f"golden: [{i}/{len(setup)}] {cmd}")
+            report(f"golden: [{i}/{len(setup)}] {_short(cmd)}")
             result = seed.exec(cmd, timeout=step_timeout, max_output=1 << 20)
             if not result.ok:
                 raise errors.ExecError(result, cmd)

@@ -1,0 +1,108 @@
+"""Docker inside gvx: dockerd with its defaults (overlay2, bridge network,
+iptables) in a sandbox of the Docker-in-gvx image (``make docker-image``
+prints its reference), its state on a golden volume cloned per episode.
+
+>>> golden = gvx.docker.golden(DOCKER_IMAGE, archives=["app.tar"], volume="golden.ext4")
+>>> env = gvx.GvxEnv(DOCKER_IMAGE, golden=golden, setup=gvx.docker.SETUP,
+...                  **gvx.docker.SANDBOX_OPTIONS)
+>>> obs, info = env.reset()          # dockerd is up, app's images are there
+>>> env.step("docker run --rm app pytest -q")
+
+A sandbox drives its dockerd like any other process: :data:`SETUP` starts it in
+the background and waits until it answers; :data:`STOP` ends it gracefully (a
+golden volume is then consistent). The guest's docker CLI needs nothing else;
+from the host, publish its socket with ``ports=["unix:/path/docker.sock:2375"]``
+and set ``DOCKER_HOST=unix:///path/docker.sock``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, Union
+
+from . import errors, golden as _golden
+from .sandbox import Sandbox
+from .volumes import Volume
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+SANDBOX_OPTIONS: Mapping[str, Any] = {"nftables": True, "net_raw": True}
+"""Sandbox options dockerd needs: gVisor's nftables (Docker programs its bridge
+network with iptables-nft) and raw sockets. Pass them as ``**gvx.docker.SANDBOX_OPTIONS``."""
+
+LOG = "/var/log/gvx-dockerd.log"
+"""Where :data:`START` sends dockerd's output inside the sandbox."""
+
+START = f"gvx-dockerd >{LOG} 2>&1 & echo $! >/run/gvx-dockerd.pid"
+"""Starts the image's entrypoint (cgroups, then dockerd) in the background."""
+
+WAIT = (
+    "i=0; until docker version >/dev/null 2>&1; do "
+    'if [ $i -ge 3000 ] || ! kill -0 "$(cat /run/gvx-dockerd.pid)" 2>/dev/null; then '
+    f'echo "dockerd is not answering (its sandbox needs nftables and net_raw: **gvx.docker.SANDBOX_OPTIONS); the end of {LOG}:" >&2; tail -n 20 {LOG} >&2; exit 1; fi; '
+    "i=$((i+1)); sleep 0.02; done"
+)
+"""Waits until dockerd answers (at most a minute); fails with dockerd's log when it does not."""
+
+SETUP: tuple[str, ...] = (START, WAIT)
+"""Commands that give a fresh sandbox a ready dockerd: ``GvxEnv(setup=gvx.docker.SETUP)``."""
+
+STOP = (
+    "pid=$(cat /var/run/docker.pid 2>/dev/null) || exit 0; "
+    "kill -TERM $pid; while kill -0 $pid 2>/dev/null; do sleep 0.05; done"
+)
+"""Stops dockerd gracefully and waits until it has exited."""
+
+
+def start(sb: Sandbox, *, timeout: float = 90.0) -> None:
+    """Starts dockerd in ``sb`` and returns once it answers.
+
+    The sandbox needs :data:`SANDBOX_OPTIONS`; an image without ``gvx-dockerd``
+    is not the Docker-in-gvx image.
+    """
+    for cmd in SETUP:
+        result = sb.exec(cmd, timeout=timeout)
+        if not result.ok:
+            raise errors.ExecError(result, cmd)
+
+
+def golden(
+    image: str,
+    *,
+    volume: Union[PathLike, Volume],
+    archives: Sequence[PathLike] = (),
+    setup: Sequence[str] = (),
+    size: Union[int, str] = "16g",
+    progress: Union[bool, Callable[[str], None]] = True,
+    **sandbox_options: Any,
+) -> Volume:
+    """Builds a golden ``/var/lib/docker``: a seed sandbox starts dockerd,
+    ``docker load``s each of ``archives`` (``docker save`` tarballs on the host),
+    runs ``setup`` (e.g. ``docker build``), stops dockerd gracefully and closes
+    the volume, which then passes ``e2fsck``.
+
+    Episodes mount clones of it (``GvxEnv(golden=...)``) and see the images at once.
+    """
+    uploads: dict[str, Path] = {}
+    for i, archive in enumerate(archives):
+        p = Path(archive)
+        if not p.is_file():
+            raise errors.InvalidArgumentError(f"archive {str(p)!r} is not a file: give `docker save` tarballs")
+        uploads[f"/tmp/gvx-archive-{i}.tar"] = p
+    loads = [f"docker load -q -i {shlex.quote(guest)} && rm {shlex.quote(guest)}" for guest in uploads]
+    options = {**SANDBOX_OPTIONS, **sandbox_options}
+    return _golden.build(
+        image,
+        setup=[*SETUP, *loads, *setup, STOP],
+        volume=volume,
+        path="/var/lib/docker",
+        size=size,
+        progress=progress,
+        uploads=uploads,
+        **options,
+    )
+
+
+__all__ = ["LOG", "SANDBOX_OPTIONS", "SETUP", "START", "STOP", "WAIT", "golden", "start"]

@@ -1,0 +1,83 @@
+"""Docker inside gvx from Python: a golden /var/lib/docker, episodes with their
+own dockerd on clones, and the rollout example's Docker task.
+
+The Docker-in-gvx image is built by `make docker-image` (debootstrap; cached);
+make test passes its reference in GVX_TEST_DIND_IMAGE.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import gvx
+from test_examples import EXAMPLES, run_example
+
+DIND_IMAGE = os.environ.get("GVX_TEST_DIND_IMAGE", "")
+ARCHIVE = Path(__file__).resolve().parents[2] / "build" / "default-image.tar"
+BASE = "gvx.test/default:latest"  # the image in ARCHIVE
+
+pytestmark = pytest.mark.skipif(
+    not DIND_IMAGE or not ARCHIVE.is_file(),
+    reason="no Docker-in-gvx image (GVX_TEST_DIND_IMAGE; `make docker-image` builds it) or no build/default-image.tar",
+)
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gvx.Volume]:
+    work = tmp_path_factory.mktemp("docker-golden")
+    lines: list[str] = []
+    vol = gvx.docker.golden(DIND_IMAGE, archives=[ARCHIVE], volume=work / "golden.ext4", size="2g", progress=lines.append)
+    assert any("docker load" in line for line in lines), lines
+    yield vol
+
+
+def test_episodes_see_the_golden_images_and_nothing_of_each_other(golden: gvx.Volume, tmp_path: Path) -> None:
+    before = os.stat(golden.path)
+    with gvx.GvxEnv(
+        DIND_IMAGE,
+        golden=golden,
+        setup=gvx.docker.SETUP,
+        step_timeout=120.0,
+        episode_dir=str(tmp_path),
+        **gvx.docker.SANDBOX_OPTIONS,
+    ) as env:
+        env.reset()
+        obs, *_ = env.step("docker info --format '{{.Driver}}' && docker images --format '{{.Repository}}:{{.Tag}}'")
+        assert obs["exit_code"] == 0, obs
+        assert obs["stdout"].split() == ["overlay2", BASE], obs
+        obs, *_ = env.step(f"docker run --name left-behind {BASE} echo episode-one")
+        assert obs["stdout"] == "episode-one\n", obs
+        obs, *_ = env.step(
+            f"mkdir -p /w && printf 'FROM {BASE}\\nRUN echo built > /built\\n' > /w/Dockerfile && "
+            "docker build -q -t ep1-built /w >/dev/null && docker run --rm ep1-built cat /built"
+        )
+        assert obs["stdout"] == "built\n", obs
+
+        env.reset()
+        obs, *_ = env.step("docker ps -a --format '{{.Names}}'; docker images --format '{{.Repository}}'")
+        assert obs["exit_code"] == 0, obs
+        assert "left-behind" not in obs["stdout"] and "ep1-built" not in obs["stdout"], obs
+    after = os.stat(golden.path)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size), "the golden changed"
+    assert golden.check().clean
+
+
+def test_dockerd_without_nftables_says_how_to_fix() -> None:
+    with gvx.Sandbox(DIND_IMAGE) as sb:
+        with pytest.raises(gvx.ExecError) as err:
+            gvx.docker.start(sb, timeout=60)
+    assert "--nftables --net-raw" in err.value.result.stderr, err.value.result.stderr
+
+
+def test_rollout_pool_runs_a_docker_task_per_episode() -> None:
+    out = run_example(str(EXAMPLES / "rollout_pool.py"), "2", "2", "--docker-image", DIND_IMAGE, "--archive", str(ARCHIVE))
+    assert "2 envs, 4 steps (docker build + docker run)" in out, out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-rs"]))
