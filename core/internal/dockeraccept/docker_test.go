@@ -74,8 +74,8 @@ func TestDockerCLI(t *testing.T) {
 			t.Errorf("docker run --rm busybox echo: %q", out)
 		}
 		// The exit status comes back.
-		if _, _, err := b.tryDocker("run", "--rm", "busybox", "sh", "-c", "exit 7"); err == nil || !strings.Contains(err.Error(), "exit status 7") {
-			t.Errorf("docker run ... exit 7: %v, want exit status 7", err)
+		if _, errOut, err := b.tryDocker("run", "--rm", "busybox", "sh", "-c", "exit 7"); err == nil || !strings.Contains(err.Error(), "exit status 7") {
+			t.Errorf("docker run ... exit 7: %v, want exit status 7\nstderr: %s\ndockerd log:\n%s", err, errOut, logTail(b.log.String(), 30))
 		}
 	})
 
