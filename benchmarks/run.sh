@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -24,18 +24,17 @@ erofs() {
 	go run ./benchmarks/erofsconvert -rootfs "$rootfs" -work "$bench" -rungv build/rungv -runs "${RUNS:-5}"
 }
 
-# Sandbox start, exec round trip and idle memory, against runsc built from
-# the gVisor version gvx pins and host docker.
-startup() {
-	# runsc is built in a throw-away module, so gvx's go.sum stays its
-	# own, and kept world-readable for --rootless.
+# runsc_bin builds runsc from the gVisor version gvx pins (once) and prints
+# its path. It is built in a throw-away module, so gvx's go.sum stays its
+# own, and kept world-readable for --rootless.
+runsc_bin() {
 	local anchors=/var/tmp/gvx-bench
 	mkdir -p "$anchors" && chmod 755 "$anchors"
 	local gv
 	gv=$(go list -m -f '{{.Version}}' gvisor.dev/gvisor)
 	local runsc="$anchors/runsc-$gv"
 	if [ ! -x "$runsc" ]; then
-		echo "building runsc $gv (once) …"
+		echo "building runsc $gv (once) …" >&2
 		local mod
 		mod=$(mktemp -d)
 		printf 'module runscbench\n\ngo 1.26\n\nrequire gvisor.dev/gvisor %s\n' "$gv" >"$mod/go.mod"
@@ -43,6 +42,14 @@ startup() {
 		rm -rf "$mod"
 		chmod 755 "$runsc"
 	fi
+	echo "$runsc"
+}
+
+# Sandbox start, exec round trip and idle memory, against runsc built from
+# the gVisor version gvx pins and host docker.
+startup() {
+	local anchors=/var/tmp/gvx-bench runsc
+	runsc=$(runsc_bin)
 	local ref
 	ref=$(go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar")
 	build/rungv pull -q "$ref" >/dev/null
@@ -92,11 +99,28 @@ volume() {
 	go run ./benchmarks/volume -rungv build/rungv -image "$ref" -runs "${RUNS:-5}"
 }
 
+# Docker inside: start → `docker info` on a clone of a golden
+# /var/lib/docker, episodes and load cycles, beside runsc do + dockerd on
+# tmpfs (root); then from Python with and without the warm pool.
+docker() {
+	local image runsc
+	image=$(go run ./core/internal/dockerimage/mkdockerimage -q)
+	runsc=$(runsc_bin)
+	go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar" >/dev/null
+	echo "== Docker inside: start → ready, episodes"
+	go run ./benchmarks/dockerready -rungv build/rungv -image "$image" -archive "$bench/default-image.tar" \
+		-archive-image gvx.test/default:latest -runsc "$runsc" -n "${N:-20}"
+	echo
+	echo "== Docker episodes from Python (GvxEnv, golden clones)"
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/docker_env.py --docker-image "$image" --archive "$bench/default-image.tar" -n "${N:-20}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker)
 for t in "${targets[@]}"; do
 	case "$t" in
-	erofs | startup | net | volume) "$t" ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume)" >&2; exit 2 ;;
+	erofs | startup | net | volume | docker) "$t" ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker)" >&2; exit 2 ;;
 	esac
 done
