@@ -78,6 +78,9 @@ type Writer struct {
 	done    bool
 	// writeback is the offset up to which writeback has been started.
 	writeback int64
+	// writtenFrom and written are the chunk whose writeback started last;
+	// the next chunk waits for it.
+	writtenFrom, written int64
 }
 
 // NewWriter returns a writer that builds an image in f, which must be empty
@@ -126,14 +129,22 @@ func (w *Writer) AddFile(r io.Reader, size int64) (uint64, error) {
 }
 
 // startWriteback asks the kernel to begin writing back what was written
-// since the last call, without waiting for it. Failure is harmless: the
-// caller's fsync does the work then.
+// since the last call, and waits for the chunk before that to reach the
+// disk (write-behind): at most two chunks are ever dirty, so the caller's
+// final fsync has little left to wait for, and the conversion cannot fill
+// the page cache with dirty pages that throttle everyone. Failure is
+// harmless: the caller's fsync does the work then.
 func (w *Writer) startWriteback() {
 	end := int64(w.next) * BlockSize
 	if end-w.writeback < writebackChunk {
 		return
 	}
-	unix.SyncFileRange(int(w.f.Fd()), w.writeback, end-w.writeback, unix.SYNC_FILE_RANGE_WRITE)
+	fd := int(w.f.Fd())
+	unix.SyncFileRange(fd, w.writeback, end-w.writeback, unix.SYNC_FILE_RANGE_WRITE)
+	if w.written > 0 {
+		unix.SyncFileRange(fd, w.writtenFrom, w.written, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	}
+	w.writtenFrom, w.written = w.writeback, end-w.writeback
 	w.writeback = end
 }
 
