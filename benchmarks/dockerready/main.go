@@ -34,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 )
 
 var (
@@ -81,7 +83,7 @@ func run() error {
 		return fmt.Errorf("rungv pull %s: %v\n%s", *image, err, out)
 	}
 
-	fmt.Printf("%d runs each; %d CPUs; load average %s\n\n", *n, runtime.NumCPU(), loadavg())
+	fmt.Printf("%d runs each; %d CPUs; load average %s\n\n", *n, runtime.NumCPU(), benchfmt.LoadAvg())
 	golden := filepath.Join(dir, "golden.ext4")
 	seedStart := time.Now()
 	if err := seed(dir, golden); err != nil {
@@ -371,24 +373,7 @@ func erofsPath() (string, error) {
 
 func row(what string, ds []time.Duration) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	fmt.Printf("| %s | %s | %s | %s | %s |\n", what, ms(pct(ds, 50)), ms(pct(ds, 99)), ms(ds[0]), ms(ds[len(ds)-1]))
-}
-
-// pct is the nearest-rank percentile of sorted ds.
-func pct(ds []time.Duration, p int) time.Duration {
-	i := (p*len(ds)+99)/100 - 1
-	if i < 0 {
-		i = 0
-	}
-	return ds[i]
+	fmt.Printf("| %s | %s | %s | %s | %s |\n", what, ms(benchfmt.Percentile(ds, 50)), ms(benchfmt.Percentile(ds, 99)), ms(ds[0]), ms(ds[len(ds)-1]))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
-
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(data))[:3], " ")
-}

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
 )
 
@@ -114,7 +115,7 @@ func main() {
 		}
 	}
 
-	fmt.Printf("%d MB per transfer, median of %d; %d CPUs; load average %s\n\n", *mb, *n, numCPU(), loadavg())
+	fmt.Printf("%d MB per transfer, median of %d; %d CPUs; load average %s\n\n", *mb, *n, numCPU(), benchfmt.LoadAvg())
 	fmt.Println("| path | MB/s |")
 	fmt.Println("|---|---|")
 	rowOf("host loopback TCP (anchor)", func() (float64, error) { return upload("tcp", host.sink, bytes) })
@@ -385,13 +386,4 @@ func freePort() (uint16, error) {
 func numCPU() int {
 	data, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(data), "processor\t:")
-}
-
-func loadavg() string {
-	data, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

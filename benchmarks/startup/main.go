@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
 )
 
@@ -52,7 +53,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "startup: -image is required")
 		os.Exit(2)
 	}
-	fmt.Printf("%d runs each; %d CPUs; load average %s\n\n", *n, numCPU(), loadavg())
+	fmt.Printf("%d runs each; %d CPUs; load average %s\n\n", *n, numCPU(), benchfmt.LoadAvg())
 	fmt.Println("## Cold start → first command done (`true`)")
 	fmt.Println()
 	fmt.Println("| what | p50 | p99 | min |")
@@ -130,7 +131,7 @@ func cacheArgs(args ...string) []string {
 
 type stats struct {
 	p50, p99, min time.Duration
-	err          error
+	err           error
 }
 
 func measure(once func() error) stats {
@@ -383,9 +384,4 @@ func pss(pid int) int64 {
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }

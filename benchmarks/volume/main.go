@@ -29,10 +29,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
+	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/ext4lite"
 	"z.gfire.dev/gvx/core/gvx"
 )
@@ -66,7 +66,7 @@ func main() {
 		defer os.RemoveAll(dir)
 		*work = dir
 	}
-	fmt.Printf("%d CPUs; load average %s; work directory on %s\n\n", runtime.NumCPU(), loadavg(), fsType(*work))
+	fmt.Printf("%d CPUs; load average %s; work directory on %s\n\n", runtime.NumCPU(), benchfmt.LoadAvg(), fsType(*work))
 	for _, b := range []struct {
 		name string
 		run  func() error
@@ -163,10 +163,10 @@ func benchUntar() error {
 		}
 	}
 	for i, target := range targets {
-		p50, lo := pct(untar[i], 50), pct(untar[i], 0)
+		p50, lo := benchfmt.Percentile(untar[i], 50), benchfmt.Percentile(untar[i], 0)
 		fmt.Printf("| %s | %v | %v | %v | %.0f | %.2f× | %.2f× |\n", target.name, p50.Round(time.Millisecond), lo.Round(time.Millisecond),
-			pct(synced[i], 50).Round(time.Millisecond), float64(size)/1e6/p50.Seconds(),
-			float64(p50)/float64(pct(untar[0], 50)), float64(lo)/float64(pct(untar[0], 0)))
+			benchfmt.Percentile(synced[i], 50).Round(time.Millisecond), float64(size)/1e6/p50.Seconds(),
+			float64(p50)/float64(benchfmt.Percentile(untar[0], 50)), float64(lo)/float64(benchfmt.Percentile(untar[0], 0)))
 	}
 	fmt.Println()
 	return nil
@@ -333,7 +333,7 @@ func cloneRow(dir string) error {
 		method = m.String()
 		os.Remove(ep)
 	}
-	fmt.Printf("| %s | %s | %v | %v | %v |\n", fsType(dir), method, pct(ds, 50).Round(time.Microsecond), pct(ds, 99).Round(time.Microsecond), pct(ds, 100).Round(time.Microsecond))
+	fmt.Printf("| %s | %s | %v | %v | %v |\n", fsType(dir), method, benchfmt.Percentile(ds, 50).Round(time.Microsecond), benchfmt.Percentile(ds, 99).Round(time.Microsecond), benchfmt.Percentile(ds, 100).Round(time.Microsecond))
 	return nil
 }
 
@@ -360,25 +360,10 @@ func mountXFS() (string, func(), string) {
 	return mnt, func() { exec.Command("umount", mnt).Run(); os.Remove(img) }, ""
 }
 
-func pct(ds []time.Duration, p int) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s) - 1) * p / 100
-	return s[i]
-}
-
 func fsType(dir string) string {
 	out, err := exec.Command("stat", "-f", "-c", "%T", dir).Output()
 	if err != nil {
 		return "?"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
