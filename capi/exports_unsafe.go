@@ -198,6 +198,19 @@ func gvx_sandbox_write_file(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, n C
 	return C.GVX_OK
 }
 
+//export gvx_sandbox_upload
+func gvx_sandbox_upload(h C.uint64_t, hostPath *C.cchar_t, path *C.cchar_t, mode C.int32_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if hostPath == nil || path == nil {
+		return nullArg("host_path and path", errOut)
+	}
+	if err := sandboxUpload(uint64(h), goString(hostPath), goString(path), int32(mode)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_signal
 func gvx_sandbox_signal(h C.uint64_t, sig C.int, errOut **C.char) (status C.int) {
 	defer guard(&status, errOut)

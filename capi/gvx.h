@@ -144,6 +144,13 @@ int gvx_sandbox_read_file(uint64_t sandbox, const char *path, uint8_t **data, si
 int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *data, size_t len, uint32_t mode,
                            char **err);
 
+/*
+ * gvx_sandbox_upload copies the host file host_path into the sandbox at path,
+ * streaming it (a file of any size is never held in memory). mode is the
+ * permission bits, or -1 to keep the host file's.
+ */
+int gvx_sandbox_upload(uint64_t sandbox, const char *host_path, const char *path, int32_t mode, char **err);
+
 /* gvx_sandbox_signal sends a signal to the sandbox's init process. */
 int gvx_sandbox_signal(uint64_t sandbox, int signal, char **err);
 

@@ -289,6 +289,35 @@ func sandboxWriteFile(h uint64, path string, data []byte, mode uint32) error {
 	return sb.WriteFile(context.Background(), path, data, os.FileMode(mode))
 }
 
+// sandboxUpload streams the host file hostPath into the sandbox at path.
+// mode < 0 keeps the host file's permission bits.
+func sandboxUpload(h uint64, hostPath, path string, mode int32) error {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return err
+	}
+	if mode > 0o7777 {
+		return invalid("mode %#o has bits beyond the permission bits (07777); give -1 to keep the host file's", mode)
+	}
+	f, err := os.Open(hostPath)
+	if err != nil {
+		return invalid("host file %s: %v", hostPath, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return invalid("host file %s is not a regular file", hostPath)
+	}
+	perm := os.FileMode(mode)
+	if mode < 0 {
+		perm = st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
+	}
+	return sb.WriteFileFrom(context.Background(), path, f, perm)
+}
+
 func sandboxSignal(h uint64, sig int) error {
 	sb, err := getSandbox(h)
 	if err != nil {

@@ -293,7 +293,14 @@ func (sb *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 
 // WriteFile creates or replaces a file in the sandbox.
 func (sb *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm os.FileMode) error {
-	_, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm())}, bytes.NewReader(data))
+	return sb.WriteFileFrom(ctx, path, bytes.NewReader(data), perm)
+}
+
+// WriteFileFrom is WriteFile with the content streamed from r until EOF,
+// so a file of any size (a `docker save` archive) passes through without
+// being held in memory.
+func (sb *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, perm os.FileMode) error {
+	_, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm())}, r)
 	return sb.callError(err)
 }
 

@@ -36,6 +36,12 @@ class Sandbox:
     async def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
         await asyncio.to_thread(self.inner.write_file, path, data, mode)
 
+    async def upload(self, local: "_sandbox.PathLike", remote: str, mode: Optional[int] = None) -> None:
+        await asyncio.to_thread(self.inner.upload, local, remote, mode)
+
+    async def download(self, remote: str, local: "_sandbox.PathLike") -> None:
+        await asyncio.to_thread(self.inner.download, remote, local)
+
     async def stats(self) -> _sandbox.SandboxStats:
         return await asyncio.to_thread(self.inner.stats)
 

@@ -412,9 +412,23 @@ class Sandbox:
         _ffi.call(_ffi.lib().gvx_sandbox_write_file, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode))
 
     def upload(self, local: PathLike, remote: str, mode: Optional[int] = None) -> None:
-        """Copies a host file into the sandbox (keeping its permission bits unless ``mode`` is given)."""
+        """Copies a host file into the sandbox (keeping its permission bits unless ``mode`` is given).
+
+        The file is streamed by libgvx, never read into Python: multi-gigabyte
+        ``docker save`` archives cost no memory here.
+        """
         p = Path(local)
-        self.write_file(remote, p.read_bytes(), mode if mode is not None else p.stat().st_mode & 0o7777)
+        if not p.is_file():
+            raise errors.InvalidArgumentError(f"upload: {str(p)!r} is not a regular file on the host")
+        if mode is not None and not 0 <= mode <= 0o7777:
+            raise errors.InvalidArgumentError(f"upload: mode {mode:#o} is not a permission mode (0 to 0o7777)")
+        _ffi.call(
+            _ffi.lib().gvx_sandbox_upload,
+            self._h(),
+            os.fsencode(p),
+            remote.encode(),
+            ctypes.c_int32(-1 if mode is None else mode),
+        )
 
     def download(self, remote: str, local: PathLike) -> None:
         """Copies a file out of the sandbox."""
