@@ -39,10 +39,11 @@ START = f"gvx-dockerd >{LOG} 2>&1 & echo $! >/run/gvx-dockerd.pid"
 """Starts the image's entrypoint (cgroups, then dockerd) in the background."""
 
 WAIT = (
-    "i=0; until docker version >/dev/null 2>&1; do "
-    'if [ $i -ge 3000 ] || ! kill -0 "$(cat /run/gvx-dockerd.pid)" 2>/dev/null; then '
-    f'echo "dockerd is not answering (its sandbox needs nftables and net_raw: **gvx.docker.SANDBOX_OPTIONS); the end of {LOG}:" >&2; tail -n 20 {LOG} >&2; exit 1; fi; '
-    "i=$((i+1)); sleep 0.02; done"
+    "end=$(($(date +%s) + 60)); until docker version >/dev/null 2>&1; do "
+    'if [ "$(date +%s)" -ge "$end" ] || ! kill -0 "$(cat /run/gvx-dockerd.pid)" 2>/dev/null; then '
+    f'echo "dockerd is not answering (a sandbox for dockerd needs **gvx.docker.SANDBOX_OPTIONS); the end of {LOG}:" >&2; '
+    f"tail -n 20 {LOG} >&2; exit 1; fi; "
+    "sleep 0.02; done"
 )
 """Waits until dockerd answers (at most a minute); fails with dockerd's log when it does not."""
 
