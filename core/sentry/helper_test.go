@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/ptytest"
 )
@@ -265,7 +264,6 @@ func runPlatform(p Platform) error {
 	fmt.Printf("%s code=%d\n", strings.TrimSpace(out.String()), st.ExitCode())
 	return nil
 }
-
 
 // runHold boots a locked sandbox with some processes, reports its pid,
 // and blocks until killed.

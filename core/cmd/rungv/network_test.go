@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/hoststate"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/netstack/netstacktest"
@@ -285,67 +286,26 @@ func TestPublishedRawTCPHalfClose(t *testing.T) {
 	}
 }
 
-// hostState is what a sandbox must not change on the host: interfaces,
-// addresses, routes, firewall rules, mounts, cgroups and listening unix
-// sockets.
-func hostState(t *testing.T) map[string]string {
+// hostState is what a sandbox must not change on the host (hoststate),
+// and the count of listening unix sockets bound to a path (not the
+// connected ones of whatever else runs here).
+func hostState(t *testing.T) hoststate.State {
 	t.Helper()
-	state := map[string]string{}
-	for name, argv := range map[string][]string{
-		"ip addr":       {"ip", "addr"},
-		"ip route":      {"ip", "route"},
-		"ip -6 route":   {"ip", "-6", "route"},
-		"iptables-save": {"iptables-save"},
-		"nft ruleset":   {"nft", "list", "ruleset"},
-	} {
-		path, err := exec.LookPath(argv[0])
-		if err != nil {
-			t.Logf("not comparing %s: %s is not installed", name, argv[0])
-			continue
-		}
-		out, err := exec.Command(path, argv[1:]...).CombinedOutput()
-		if err != nil {
-			t.Logf("not comparing %s: %v %s", name, err, out)
-			continue
-		}
-		var keep []string
-		for _, l := range strings.Split(string(out), "\n") {
-			if !strings.HasPrefix(l, "#") { // iptables-save's dated comments
-				keep = append(keep, l)
-			}
-		}
-		state[name] = strings.Join(keep, "\n")
+	state, err := hoststate.Snapshot(t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var cgroups []string
-	filepath.WalkDir("/sys/fs/cgroup", func(path string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if strings.Count(path, "/") > 6 {
-			return filepath.SkipDir
-		}
-		cgroups = append(cgroups, path)
-		return nil
-	})
-	state["cgroup tree"] = strings.Join(cgroups, "\n")
-	for _, f := range []string{"/proc/self/mounts", "/proc/net/unix"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f == "/proc/net/unix" {
-			// Only the count of listening sockets bound to a path, not
-			// the connected ones of whatever else runs here.
-			n := 0
-			for _, l := range strings.Split(string(data), "\n") {
-				if fs := strings.Fields(l); len(fs) >= 8 && fs[5] == "01" && fs[3] == "00010000" {
-					n++
-				}
-			}
-			data = []byte(fmt.Sprint(n))
-		}
-		state[f] = string(data)
+	data, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
 	}
+	n := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		if fs := strings.Fields(l); len(fs) >= 8 && fs[5] == "01" && fs[3] == "00010000" {
+			n++
+		}
+	}
+	state["listening unix sockets"] = fmt.Sprint(n)
 	return state
 }
 
@@ -356,29 +316,16 @@ func TestNATChangesNothingOnTheHost(t *testing.T) {
 	flags := []string{"--network", "nat", "--host-loopback", "--dns-upstream", dns.Addr.String(),
 		"-p", "unix:" + sock + ":8080", "-p", fmt.Sprintf("127.0.0.1:%d:8080", netstacktest.FreePort(t))}
 	script := fmt.Sprintf(`echo x | nc 10.0.2.2 %d; nslookup nothing.gvx.test >/dev/null 2>&1; ip link add dummy0 type dummy 2>/dev/null; ip route add 192.0.2.0/24 dev eth0 2>/dev/null; true`, echo.Port())
-	// Other work on this machine can change its mounts or routes while
-	// the sandbox runs; only a difference seen in every one of three
-	// tries counts.
-	var diffs []string
-	for try := 0; try < 3; try++ {
-		before := hostState(t)
+	workload := func() {
 		out, errOut, code := runNet(t, flags, script)
 		if code != 0 || !strings.Contains(out, "host:x") {
 			t.Fatalf("sandbox: exit %d %q %q", code, out, errOut)
 		}
 		waitGone(t, sock)
-		after := hostState(t)
-		diffs = diffs[:0]
-		for k, v := range before {
-			if after[k] != v {
-				diffs = append(diffs, fmt.Sprintf("%s changed:\nbefore:\n%s\nafter:\n%s", k, v, after[k]))
-			}
-		}
-		if len(diffs) == 0 {
-			return
-		}
 	}
-	t.Fatalf("a NAT sandbox changed the host:\n%s", strings.Join(diffs, "\n"))
+	if diffs := hoststate.Unchanged(3, func() hoststate.State { return hostState(t) }, workload, t.Logf); diffs != nil {
+		t.Fatalf("a NAT sandbox changed the host:\n%s", strings.Join(diffs, "\n"))
+	}
 }
 
 func TestNetworkFlagErrorsSayWhatToWrite(t *testing.T) {

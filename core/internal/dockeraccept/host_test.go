@@ -2,13 +2,11 @@ package dockeraccept
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/core/internal/hoststate"
 )
 
 // TestHostUnchanged: a dockerd creating a bridge, veths, NAT rules, cgroups
@@ -16,26 +14,9 @@ import (
 // interface, route, iptables or nft rule, mount or cgroup appears.
 func TestHostUnchanged(t *testing.T) {
 	requireSuite(t)
-	// Other work on this machine (other test packages, host containers)
-	// can change the host while the sandbox runs; only a difference seen
-	// in every one of three tries counts.
-	var diffs []string
-	for try := 0; try < 3; try++ {
-		before := hostState(t)
-		dockerWorkout(t)
-		after := hostState(t)
-		diffs = diffs[:0]
-		for k, v := range before {
-			if after[k] != v {
-				diffs = append(diffs, fmt.Sprintf("%s changed:\n%s", k, lineDiff(v, after[k])))
-			}
-		}
-		if len(diffs) == 0 {
-			return
-		}
-		t.Logf("try %d: the host changed; trying again:\n%s", try+1, strings.Join(diffs, "\n"))
+	if diffs := hoststate.Unchanged(3, func() hoststate.State { return hostState(t) }, func() { dockerWorkout(t) }, t.Logf); diffs != nil {
+		t.Fatalf("Docker in a sandbox changed the host:\n%s", strings.Join(diffs, "\n"))
 	}
-	t.Fatalf("Docker in a sandbox changed the host:\n%s", strings.Join(diffs, "\n"))
 }
 
 // dockerWorkout runs an episode that makes dockerd touch everything a host
@@ -58,73 +39,11 @@ func dockerWorkout(t *testing.T) {
 }
 
 // hostState is what a sandbox must not change on the host.
-func hostState(t *testing.T) map[string]string {
+func hostState(t *testing.T) hoststate.State {
 	t.Helper()
-	state := map[string]string{}
-	for name, argv := range map[string][]string{
-		"ip addr":        {"ip", "addr"},
-		"ip route":       {"ip", "route"},
-		"ip -6 route":    {"ip", "-6", "route"},
-		"iptables-save":  {"iptables-save"},
-		"ip6tables-save": {"ip6tables-save"},
-		"nft ruleset":    {"nft", "list", "ruleset"},
-	} {
-		path, err := exec.LookPath(argv[0])
-		if err != nil {
-			t.Logf("not comparing %s: %s is not installed", name, argv[0])
-			continue
-		}
-		out, err := exec.Command(path, argv[1:]...).CombinedOutput()
-		if err != nil {
-			t.Logf("not comparing %s: %v %s", name, err, out)
-			continue
-		}
-		var keep []string
-		for _, l := range strings.Split(string(out), "\n") {
-			if !strings.HasPrefix(l, "#") { // iptables-save's dated comments
-				keep = append(keep, l)
-			}
-		}
-		state[name] = strings.Join(keep, "\n")
-	}
-	var cgroups []string
-	filepath.WalkDir("/sys/fs/cgroup", func(path string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if strings.Count(path, "/") > 6 {
-			return filepath.SkipDir
-		}
-		cgroups = append(cgroups, path)
-		return nil
-	})
-	state["cgroup tree"] = strings.Join(cgroups, "\n")
-	mounts, err := os.ReadFile("/proc/self/mounts")
+	state, err := hoststate.Snapshot(t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	state["mounts"] = string(mounts)
 	return state
-}
-
-// lineDiff lists the lines only in a (-) and only in b (+).
-func lineDiff(a, b string) string {
-	count := map[string]int{}
-	for _, l := range strings.Split(a, "\n") {
-		count[l]--
-	}
-	for _, l := range strings.Split(b, "\n") {
-		count[l]++
-	}
-	var out []string
-	for l, n := range count {
-		switch {
-		case n < 0:
-			out = append(out, "- "+l)
-		case n > 0:
-			out = append(out, "+ "+l)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
 }
