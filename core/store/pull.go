@@ -16,6 +16,7 @@ import (
 	"z.gfire.dev/gvx/core/erofs"
 	"z.gfire.dev/gvx/core/fstree"
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/internal/flock"
 )
 
 // EventKind says what a pull Event reports.
@@ -104,17 +105,17 @@ func (s *Store) Pull(ctx context.Context, refString string, opts PullOptions) (*
 // and its reference.
 func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) error {
 	lockPath := s.imageLock(id)
-	lock, held, err := tryLockFile(lockPath)
+	lock, held, err := flock.TryAcquire(lockPath)
 	if err != nil {
 		return err
 	}
 	if held {
 		emit(Event{Kind: EventWaiting, Ref: refKey, ID: id})
-		if lock, err = lockFile(ctx, lockPath); err != nil {
+		if lock, err = flock.Acquire(ctx, lockPath); err != nil {
 			return err
 		}
 	}
-	defer lock.unlock()
+	defer lock.Release()
 	cached, err := s.load(id)
 	switch {
 	case err == nil:

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"z.gfire.dev/gvx/core/internal/flock"
 )
 
 // Removal reports what Remove did, in docker's words.
@@ -27,11 +29,11 @@ func (s *Store) Remove(ctx context.Context, refOrID string) (Removal, error) {
 	}
 	// Under the image's lock, a concurrent pull cannot re-reference the
 	// image between our decision and the deletion.
-	lock, err := lockFile(ctx, s.imageLock(id))
+	lock, err := flock.Acquire(ctx, s.imageLock(id))
 	if err != nil {
 		return Removal{}, err
 	}
-	defer lock.unlock()
+	defer lock.Release()
 	var r Removal
 	stillReferenced := false
 	err = s.updateRefs(ctx, func(refs map[string]string) error {
@@ -146,11 +148,11 @@ func (s *Store) Prune(ctx context.Context, all bool) (PruneReport, error) {
 // image, references and all), deciding under the image's lock so that a
 // pull that referenced it meanwhile wins.
 func (s *Store) pruneImage(ctx context.Context, id string, all bool) (bool, error) {
-	lock, err := lockFile(ctx, s.imageLock(id))
+	lock, err := flock.Acquire(ctx, s.imageLock(id))
 	if err != nil {
 		return false, err
 	}
-	defer lock.unlock()
+	defer lock.Release()
 	referenced := false
 	err = s.updateRefs(ctx, func(refs map[string]string) error {
 		for ref, rid := range refs {
@@ -178,11 +180,11 @@ func (s *Store) pullInProgress(short string) bool {
 		return true
 	}
 	for _, path := range locks {
-		l, held, err := tryLockFile(path)
+		l, held, err := flock.TryAcquire(path)
 		if err != nil || held {
 			return true
 		}
-		l.unlock()
+		l.Release()
 	}
 	return false
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/internal/flock"
 )
 
 const (
@@ -170,11 +171,11 @@ func (s *Store) refs() (map[string]string, error) {
 // updateRefs applies fn to refs.json under the refs lock and replaces the
 // file atomically.
 func (s *Store) updateRefs(ctx context.Context, fn func(map[string]string) error) error {
-	l, err := lockFile(ctx, filepath.Join(s.root, locksDir, refsLock))
+	l, err := flock.Acquire(ctx, filepath.Join(s.root, locksDir, refsLock))
 	if err != nil {
 		return err
 	}
-	defer l.unlock()
+	defer l.Release()
 	refs, err := s.refs()
 	if err != nil {
 		return err

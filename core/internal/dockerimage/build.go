@@ -3,7 +3,6 @@ package dockerimage
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,8 +14,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/cleanup"
+
+	"z.gfire.dev/gvx/core/internal/flock"
 )
 
 // Built is a cached build of the image.
@@ -101,11 +101,14 @@ func Build(ctx context.Context, r *Recipe, opts Options) (*Built, error) {
 	if err := os.MkdirAll(filepath.Join(root, "layers"), 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(filepath.Join(root, b.Key+".lock"))
+	// A build takes minutes; another process's wait is bounded anyway.
+	lockCtx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	lock, err := flock.Acquire(lockCtx, filepath.Join(root, b.Key+".lock"))
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer lock.Release()
 	if b.readMeta() == nil { // another process built it meanwhile
 		return b, nil
 	}
@@ -307,24 +310,4 @@ func assemble(r *Recipe, key string, compose ComposeKind, layerFiles []string) (
 		},
 	}
 	return mutate.ConfigFile(img, cf)
-}
-
-// lockFile takes an exclusive lock on path, waiting for it.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(time.Hour)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }

@@ -1,4 +1,8 @@
-package store
+// Package flock is an exclusive flock(2) on a lock file, the way gvx's
+// caches (images, built test and Docker images) let several processes
+// share them. The kernel drops a lock when its holder dies, so a crashed
+// process never wedges a cache.
+package flock
 
 import (
 	"context"
@@ -9,15 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileLock is an exclusive flock(2) on a lock file. The kernel drops it
-// when the holder dies, so a crashed pull never wedges the cache.
-type fileLock struct{ f *os.File }
+// Lock is a held lock.
+type Lock struct{ f *os.File }
 
 const lockPoll = 50 * time.Millisecond
 
-// lockFile takes an exclusive lock on path, creating the file, waiting as
+// Acquire takes an exclusive lock on path, creating the file, waiting as
 // long as ctx allows.
-func lockFile(ctx context.Context, path string) (*fileLock, error) {
+func Acquire(ctx context.Context, path string) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
@@ -25,7 +28,7 @@ func lockFile(ctx context.Context, path string) (*fileLock, error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return &fileLock{f}, nil
+			return &Lock{f}, nil
 		}
 		if err != unix.EWOULDBLOCK && err != unix.EINTR {
 			f.Close()
@@ -40,9 +43,9 @@ func lockFile(ctx context.Context, path string) (*fileLock, error) {
 	}
 }
 
-// tryLockFile takes the lock only if it is free; held reports whether
+// TryAcquire takes the lock only if it is free; held reports whether
 // another process holds it.
-func tryLockFile(path string) (l *fileLock, held bool, err error) {
+func TryAcquire(path string) (l *Lock, held bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
@@ -54,10 +57,11 @@ func tryLockFile(path string) (l *fileLock, held bool, err error) {
 		}
 		return nil, false, err
 	}
-	return &fileLock{f}, false, nil
+	return &Lock{f}, false, nil
 }
 
-func (l *fileLock) unlock() {
+// Release releases the lock.
+func (l *Lock) Release() {
 	// Closing the file releases the flock.
 	l.f.Close()
 }
