@@ -186,26 +186,17 @@ func (fs *filesystem) GetXattrAt(ctx context.Context, rp *vfs.ResolvingPath, opt
 
 // SetXattrAt implements vfs.FilesystemImpl.SetXattrAt.
 func (fs *filesystem) SetXattrAt(ctx context.Context, rp *vfs.ResolvingPath, opts vfs.SetXattrOptions) error {
-	defer fs.maybeEvict(ctx)
-	d, err := fs.resolve(ctx, rp)
-	if err != nil {
-		return err
-	}
-	defer d.DecRef(ctx)
-	mnt := rp.Mount()
-	if err := mnt.CheckBeginWrite(); err != nil {
-		return err
-	}
-	defer mnt.EndWrite()
-	if err := d.inode.setXattr(rp.Credentials(), &opts); err != nil {
-		return err
-	}
-	d.InotifyWithParent(ctx, linux.IN_ATTRIB, 0, vfs.InodeEvent)
-	return nil
+	return fs.changeAttrs(ctx, rp, func(d *dentry) error { return d.inode.setXattr(rp.Credentials(), &opts) })
 }
 
 // RemoveXattrAt implements vfs.FilesystemImpl.RemoveXattrAt.
 func (fs *filesystem) RemoveXattrAt(ctx context.Context, rp *vfs.ResolvingPath, name string) error {
+	return fs.changeAttrs(ctx, rp, func(d *dentry) error { return d.inode.removeXattr(rp.Credentials(), name) })
+}
+
+// changeAttrs resolves rp, applies change to the file it names with the
+// mount held for writing, and reports IN_ATTRIB when change succeeds.
+func (fs *filesystem) changeAttrs(ctx context.Context, rp *vfs.ResolvingPath, change func(*dentry) error) error {
 	defer fs.maybeEvict(ctx)
 	d, err := fs.resolve(ctx, rp)
 	if err != nil {
@@ -217,7 +208,7 @@ func (fs *filesystem) RemoveXattrAt(ctx context.Context, rp *vfs.ResolvingPath, 
 		return err
 	}
 	defer mnt.EndWrite()
-	if err := d.inode.removeXattr(rp.Credentials(), name); err != nil {
+	if err := change(d); err != nil {
 		return err
 	}
 	d.InotifyWithParent(ctx, linux.IN_ATTRIB, 0, vfs.InodeEvent)
