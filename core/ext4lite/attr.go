@@ -97,15 +97,14 @@ type SetAttr struct {
 
 // SetAttr changes attributes of inode ino (chmod, chown, truncate,
 // utimes).
-func (fs *FS) SetAttr(ino Ino, a SetAttr) (err error) {
-	if err := fs.lockWrite(); err != nil {
-		return err
-	}
-	defer fs.unlockWrite(&err)
-	n, err := fs.getInode(ino)
-	if err != nil {
-		return err
-	}
+func (fs *FS) SetAttr(ino Ino, a SetAttr) error {
+	return fs.updateInode(ino, func(n *inode) error { return fs.setAttr(n, a) })
+}
+
+// setAttr is SetAttr on n.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) setAttr(n *inode, a SetAttr) error {
 	if a.Mask&SetSize != 0 {
 		if err := fs.setSize(n, a.Size); err != nil {
 			return err

@@ -16,7 +16,7 @@ const (
 // Fallocate allocates (as unwritten extents), punches or zeroes a range of
 // regular file ino, like fallocate(2) with mode 0, FallocKeepSize,
 // FallocPunchHole|FallocKeepSize or FallocZeroRange.
-func (fs *FS) Fallocate(ino Ino, mode uint32, off, length int64) (err error) {
+func (fs *FS) Fallocate(ino Ino, mode uint32, off, length int64) error {
 	if off < 0 || length <= 0 {
 		return unix.EINVAL
 	}
@@ -26,14 +26,13 @@ func (fs *FS) Fallocate(ino Ino, mode uint32, off, length int64) (err error) {
 	if mode&FallocPunchHole != 0 && (mode&FallocKeepSize == 0 || mode&FallocZeroRange != 0) {
 		return unix.EOPNOTSUPP
 	}
-	if err := fs.lockWrite(); err != nil {
-		return err
-	}
-	defer fs.unlockWrite(&err)
-	n, err := fs.getInode(ino)
-	if err != nil {
-		return err
-	}
+	return fs.updateInode(ino, func(n *inode) error { return fs.fallocate(n, mode, off, length) })
+}
+
+// fallocate is Fallocate on n, its arguments checked.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) fallocate(n *inode, mode uint32, off, length int64) error {
 	if err := fs.checkWritableFile(n); err != nil {
 		return err
 	}

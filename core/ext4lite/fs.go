@@ -220,6 +220,20 @@ func (fs *FS) unlockWrite(errp *error) {
 	}
 }
 
+// updateInode runs change on inode ino as one change of the filesystem
+// (lockWrite … unlockWrite).
+func (fs *FS) updateInode(ino Ino, change func(n *inode) error) (err error) {
+	if err := fs.lockWrite(); err != nil {
+		return err
+	}
+	defer fs.unlockWrite(&err)
+	n, err := fs.getInode(ino)
+	if err != nil {
+		return err
+	}
+	return change(n)
+}
+
 // unlockRead ends a read, turning a panic into an error.
 func (fs *FS) unlockRead(errp *error) {
 	if r := recover(); r != nil {

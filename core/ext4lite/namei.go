@@ -482,35 +482,28 @@ func (fs *FS) deleteInode(n *inode) error {
 // IncRef records that the caller holds inode ino open. An inode that loses
 // its last link while referenced keeps its data, on the orphan list, until
 // the last DecRef.
-func (fs *FS) IncRef(ino Ino) (err error) {
-	if err := fs.lockWrite(); err != nil {
-		return err
-	}
-	defer fs.unlockWrite(&err)
-	n, err := fs.getInode(ino)
-	if err != nil {
-		return err
-	}
-	n.refs++
-	fs.inodeMu.Lock()
-	if n.lru != nil {
-		fs.icache.lru.Remove(n.lru)
-		n.lru = nil
-	}
-	fs.inodeMu.Unlock()
-	return nil
+func (fs *FS) IncRef(ino Ino) error {
+	return fs.updateInode(ino, func(n *inode) error {
+		n.refs++
+		fs.inodeMu.Lock()
+		if n.lru != nil {
+			fs.icache.lru.Remove(n.lru)
+			n.lru = nil
+		}
+		fs.inodeMu.Unlock()
+		return nil
+	})
 }
 
 // DecRef drops a reference taken by IncRef.
-func (fs *FS) DecRef(ino Ino) (err error) {
-	if err := fs.lockWrite(); err != nil {
-		return err
-	}
-	defer fs.unlockWrite(&err)
-	n, err := fs.getInode(ino)
-	if err != nil {
-		return err
-	}
+func (fs *FS) DecRef(ino Ino) error {
+	return fs.updateInode(ino, fs.decRef)
+}
+
+// decRef is DecRef on n.
+//
+// Preconditions: fs.mu is held exclusively.
+func (fs *FS) decRef(n *inode) error {
 	if n.refs == 0 {
 		return unix.EINVAL
 	}

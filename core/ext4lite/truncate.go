@@ -88,16 +88,8 @@ func (fs *FS) truncateBlocks(n *inode, size uint64) error {
 }
 
 // Truncate sets the size of regular file ino.
-func (fs *FS) Truncate(ino Ino, size int64) (err error) {
-	if err := fs.lockWrite(); err != nil {
-		return err
-	}
-	defer fs.unlockWrite(&err)
-	n, err := fs.getInode(ino)
-	if err != nil {
-		return err
-	}
-	return fs.setSize(n, size)
+func (fs *FS) Truncate(ino Ino, size int64) error {
+	return fs.updateInode(ino, func(n *inode) error { return fs.setSize(n, size) })
 }
 
 // setSize changes a regular file's size and stamps mtime and ctime.
