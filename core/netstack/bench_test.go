@@ -25,29 +25,14 @@ func BenchmarkNATUpload(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
+	go discardAll(l)
 	_, g := attach(b, Config{Mode: ModeNAT, HostLoopback: true})
 	c, err := dialGuest(b, g, gateway(l.Addr().(*net.TCPAddr).AddrPort().Port()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	buf := make([]byte, benchChunk)
-	b.SetBytes(benchChunk)
-	b.ResetTimer()
-	for range b.N {
-		if _, err := c.Write(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
+	writeChunks(b, c)
 }
 
 // BenchmarkPublishUnixUpload sends from the host through a unix socket to
@@ -60,20 +45,29 @@ func BenchmarkPublishUnixUpload(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
+	go discardAll(l)
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	writeChunks(b, c)
+}
+
+// discardAll accepts connections on l and reads each to EOF until l is
+// closed.
+func discardAll(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() { io.Copy(io.Discard, c); c.Close() }()
+	}
+}
+
+// writeChunks writes b.N chunks of benchChunk bytes to c, timed.
+func writeChunks(b *testing.B, c net.Conn) {
 	buf := make([]byte, benchChunk)
 	b.SetBytes(benchChunk)
 	b.ResetTimer()
