@@ -1,9 +1,7 @@
 package ext4lite
 
 import (
-	"crypto/sha256"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,21 +9,8 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/ext4lite/blockdev"
+	"z.gfire.dev/gvx/core/internal/filehash"
 )
-
-func fileSum(t testing.TB, path string) [32]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return [32]byte(h.Sum(nil))
-}
 
 // makeGolden creates a volume in dir with a workload's tree on it.
 func makeGoldenVolume(t *testing.T, dir string, size int64) (string, *workload) {
@@ -49,7 +34,7 @@ func makeGoldenVolume(t *testing.T, dir string, size int64) (string, *workload) 
 // and checks that each holds its own tree, that both are e2fsck-clean, that
 // flattening works, and that the golden never changed.
 func exerciseClones(t *testing.T, dir, golden string, gw *workload, want blockdev.CloneMethod) {
-	sum := fileSum(t, golden)
+	sum := filehash.SHA256(t, golden)
 	var episodes []*workload
 	for i, seed := range []uint64{21, 22} {
 		ep := filepath.Join(dir, "episode"+string(rune('a'+i)))
@@ -73,7 +58,7 @@ func exerciseClones(t *testing.T, dir, golden string, gw *workload, want blockde
 		}
 		mustClean(t, ep)
 		episodes = append(episodes, w)
-		if fileSum(t, golden) != sum {
+		if filehash.SHA256(t, golden) != sum {
 			t.Fatal("the golden changed")
 		}
 	}
@@ -94,7 +79,7 @@ func exerciseClones(t *testing.T, dir, golden string, gw *workload, want blockde
 		w.verifyFS(fs)
 		fs.Close()
 	}
-	if fileSum(t, golden) != sum {
+	if filehash.SHA256(t, golden) != sum {
 		t.Fatal("the golden changed")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/ext4lite/disk"
+	"z.gfire.dev/gvx/core/internal/filehash"
 )
 
 // abandon drops fs as a crash would: nothing more reaches the device.
@@ -153,12 +154,12 @@ func TestOwnJournalReplayedByOthers(t *testing.T) {
 
 	// ext4lite replays it in memory for a read-only open, leaving the
 	// image alone.
-	sum := fileSum(t, path)
+	sum := filehash.SHA256(t, path)
 	ro := openRO(t, path)
 	w.fs = ro
 	w.verifyFS(ro)
 	ro.Close()
-	if fileSum(t, path) != sum {
+	if filehash.SHA256(t, path) != sum {
 		t.Fatal("a read-only open changed the image")
 	}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"z.gfire.dev/gvx/core/ext4lite"
+	"z.gfire.dev/gvx/core/internal/filehash"
 )
 
 // TestVolumeBasics needs nothing but busybox, so it also runs under the
@@ -60,7 +61,7 @@ func TestVolumeReadOnly(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	before := fileSHA256(t, img)
+	before := filehash.SHA256(t, img)
 	s = newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data", ReadOnly: true}}})
 	r := startAndWait(t, s, sh(`cat /data/f; echo x > /data/g || echo refused; rm /data/f || echo refused; grep ' /data ' /proc/mounts | cut -d' ' -f4`))
 	if want := "kept\nrefused\nrefused\nro\n"; r.stdout != want {
@@ -69,7 +70,7 @@ func TestVolumeReadOnly(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if after := fileSHA256(t, img); after != before {
+	if after := filehash.SHA256(t, img); after != before {
 		t.Error("a read-only volume's image changed")
 	}
 }
@@ -144,7 +145,7 @@ func testClones(t *testing.T, dir string) string {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sum := fileSHA256(t, golden)
+	sum := filehash.SHA256(t, golden)
 	var method string
 	for _, ep := range []string{"one", "two"} {
 		clone := filepath.Join(dir, ep+".ext4")
@@ -161,7 +162,7 @@ func testClones(t *testing.T, dir string) string {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := fileSHA256(t, golden); got != sum {
+		if got := filehash.SHA256(t, golden); got != sum {
 			t.Fatalf("episode %s changed the golden image", ep)
 		}
 	}

@@ -3,10 +3,7 @@ package sentry
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,21 +183,6 @@ func diffXattrs(want, got map[string]map[string]string) []string {
 		}
 	}
 	return out
-}
-
-// fileSHA256 hashes a host file.
-func fileSHA256(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // mustRun runs a guest shell script as init and fails on a non-zero exit.

@@ -3,8 +3,6 @@ package store
 import (
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log"
@@ -22,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/internal/filehash"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/internal/treecheck"
 )
@@ -100,20 +99,6 @@ func startRegistry(t *testing.T, b *testimage.Built) string {
 	return ref
 }
 
-func fileSum(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // TestPullTreeEquality is the acceptance check of the image pipeline: the
 // test image pulled from a registry, an OCI layout and a docker archive
 // gives one image ID and byte-identical EROFS images, whose every entry,
@@ -141,7 +126,7 @@ func TestPullTreeEquality(t *testing.T) {
 				t.Errorf("events %v: want resolved first and done last", events)
 			}
 			ids = append(ids, img.ID)
-			sums = append(sums, fileSum(t, img.ErofsPath()))
+			sums = append(sums, filehash.SHA256(t, img.ErofsPath()))
 
 			got, err := treecheck.FromErofs(img.ErofsPath())
 			if err != nil {
