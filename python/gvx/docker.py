@@ -4,9 +4,13 @@ prints its reference), its state on a golden volume cloned per episode.
 
 >>> golden = gvx.docker.golden(DOCKER_IMAGE, archives=["app.tar"], volume="golden.ext4")
 >>> env = gvx.GvxEnv(DOCKER_IMAGE, golden=golden, setup=gvx.docker.SETUP,
-...                  **gvx.docker.SANDBOX_OPTIONS)
+...                  warm=2, **gvx.docker.SANDBOX_OPTIONS)
 >>> obs, info = env.reset()          # dockerd is up, app's images are there
 >>> env.step("docker run --rm app pytest -q")
+
+A dockerd takes about 2.5 s to start (it runs ~70 ``iptables`` commands, each a
+fork and exec inside gVisor), so ``warm=2`` keeps two episodes prepared: resets
+stay hand-overs even when episodes are shorter than a dockerd start.
 
 A sandbox drives its dockerd like any other process: :data:`SETUP` starts it in
 the background and waits until it answers; :data:`STOP` ends it gracefully (a

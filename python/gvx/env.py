@@ -20,8 +20,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Optional, Sequence, SupportsFloat
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
 from . import errors
 from .sandbox import ExecResult, Mount, Sandbox
@@ -75,7 +76,12 @@ class GvxEnv(_Base):  # type: ignore[misc]
         max_steps: steps until the episode is ``truncated``.
         step_timeout: seconds a command may run; it is killed after that.
         max_output: characters kept of stdout and of stderr in observations.
-        warm: prepare the next episode's sandbox in the background.
+        warm: how many sandboxes to keep prepared in the background for the
+            next resets: ``True`` is one, ``False`` or ``0`` none. One is enough
+            when an episode lasts longer than preparing a sandbox (boot plus
+            ``setup``); with shorter episodes, e.g. a dockerd that takes 2.5 s
+            to start and 1 s episodes, ``warm=3`` keeps resets at the hand-over
+            cost. Each prepared sandbox holds its memory while it waits.
         golden: a golden :class:`gvx.Volume` (see :func:`gvx.golden.build`): every
             episode mounts its own O(1) clone at ``volume_path``; the clone is
             deleted when the episode ends.
@@ -97,7 +103,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
         step_timeout: float = 60.0,
         max_output: int = 8192,
         max_action_length: int = 4096,
-        warm: bool = True,
+        warm: Union[bool, int] = True,
         render_mode: Optional[str] = None,
         golden: Optional[Volume] = None,
         volume_path: str = "/var/lib/docker",
@@ -109,6 +115,10 @@ class GvxEnv(_Base):  # type: ignore[misc]
                 "max_steps must be >= 1, step_timeout > 0 and max_output >= 64 "
                 f"(got {max_steps}, {step_timeout}, {max_output})"
             )
+        if not isinstance(warm, int) or warm < 0:
+            raise errors.InvalidArgumentError(
+                f"warm={warm!r}: give the number of sandboxes to keep prepared (an int >= 0, or True for one)"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise errors.InvalidArgumentError(f"render_mode={render_mode!r}: use one of {self.metadata['render_modes']}")
         self.image = image
@@ -118,7 +128,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self.max_steps = max_steps
         self.step_timeout = step_timeout
         self.max_output = max_output
-        self.warm = warm
+        self.warm = int(warm)
         self.render_mode = render_mode
         self.sandbox_options = sandbox_options
         self.golden = golden
@@ -141,10 +151,11 @@ class GvxEnv(_Base):  # type: ignore[misc]
                 }
             )
         self._sandbox: Optional[Sandbox] = None
-        self._next: Optional["Future[Sandbox]"] = None
-        # One thread prepares sandboxes, another retires them, so neither a
-        # boot nor a shutdown is on the caller's path.
-        self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gvx-env-prepare")
+        # Sandboxes being prepared or ready, oldest first.
+        self._next: deque["Future[Sandbox]"] = deque()
+        # Up to `warm` threads prepare sandboxes, another retires them, so
+        # neither a boot nor a shutdown is on the caller's path.
+        self._preparer = ThreadPoolExecutor(max_workers=max(1, self.warm), thread_name_prefix="gvx-env-prepare")
         self._retirer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gvx-env-retire")
         self._lock = threading.Lock()
         self._steps = 0
@@ -186,13 +197,25 @@ class GvxEnv(_Base):  # type: ignore[misc]
                 clone.unlink(missing_ok=True)
 
     def _take_sandbox(self) -> tuple[Sandbox, bool]:
-        """The next episode's sandbox, and whether it was ready before we asked."""
-        future = self._next
-        self._next = None
-        if future is None:
+        """The next episode's sandbox, and whether it was ready before we asked.
+
+        Any prepared sandbox will do: the first that is ready, else the first
+        to become ready.
+        """
+        if not self._next:
             return self._prepare(), False
-        ready = future.done()
-        return future.result(), ready
+        ready = next((f for f in self._next if f.done()), None)
+        future = ready
+        if future is None:
+            done, _ = wait(self._next, return_when=FIRST_COMPLETED)
+            future = next(f for f in self._next if f in done)
+        self._next.remove(future)
+        return future.result(), ready is not None
+
+    def _top_up(self) -> None:
+        """Starts preparing sandboxes until `warm` are on their way."""
+        while len(self._next) < self.warm:
+            self._next.append(self._preparer.submit(self._prepare))
 
     def _retire(self, sb: Optional[Sandbox]) -> None:
         if sb is not None:
@@ -217,10 +240,13 @@ class GvxEnv(_Base):  # type: ignore[misc]
         with self._lock:
             self._retire(self._sandbox)
             self._sandbox = None
-            sb, was_ready = self._take_sandbox()
+            try:
+                sb, was_ready = self._take_sandbox()
+            finally:
+                # A failed preparation is replaced, so the next reset does
+                # not fail the same way without trying again.
+                self._top_up()
             self._sandbox = sb
-            if self.warm:
-                self._next = self._preparer.submit(self._prepare)
         self._steps = 0
         self._last = None
         obs = {"stdout": "", "stderr": "", "exit_code": 0}
@@ -279,10 +305,10 @@ class GvxEnv(_Base):  # type: ignore[misc]
                 return
             self._closed = True
             current, self._sandbox = self._sandbox, None
-            future, self._next = self._next, None
+            pending, self._next = list(self._next), deque()
         if current is not None:
             self._close_and_discard(current)
-        if future is not None:
+        for future in pending:
             try:
                 self._close_and_discard(future.result())
             except errors.GvxError:

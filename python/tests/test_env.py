@@ -90,6 +90,36 @@ def test_warm_reset_hands_over_a_prepared_sandbox() -> None:
         assert info["reset_time"] < 0.5, info  # a hand-over, not a boot (generous for loaded CI)
 
 
+def test_warm_pool_depth_serves_back_to_back_resets() -> None:
+    """warm=3 keeps three sandboxes prepared, so three resets in a row are all
+    hand-overs (with one prepared sandbox, the second would wait for a boot)."""
+    env = gvx.GvxEnv(warm=3, setup=["touch /tmp/prepared"])
+    try:
+        env.reset()
+        deadline = time.monotonic() + 60
+        while not all(f.done() for f in env._next):  # three boots in parallel
+            assert time.monotonic() < deadline, "prepared sandboxes never became ready"
+            time.sleep(0.05)
+        infos = [env.reset()[1] for _ in range(3)]
+        assert [i["warm"] for i in infos] == [True, True, True], infos
+        assert len({i["sandbox_pid"] for i in infos}) == 3
+        obs, *_ = env.step("test -e /tmp/prepared && echo setup-ran")
+        assert obs["stdout"] == "setup-ran\n"
+    finally:
+        env.close()
+    # close() also closes the sandboxes still waiting in the pool.
+    deadline = time.monotonic() + 10
+    while children_of(os.getpid()):
+        assert time.monotonic() < deadline, f"sandboxes left after close: {children_of(os.getpid())}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("warm", [-1, 1.5, "2", None])
+def test_warm_must_be_a_count(warm: object) -> None:
+    with pytest.raises(gvx.InvalidArgumentError, match="number of sandboxes to keep prepared"):
+        gvx.GvxEnv(warm=warm)  # type: ignore[arg-type]
+
+
 def test_pool_steps_concurrently() -> None:
     with gvx.EnvPool(4) as pool:
         observations, infos = pool.reset(seed=0)
