@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -117,12 +117,21 @@ docker_inside() {
 		.venv/bin/python benchmarks/docker_env.py --docker-image "$image" --archive "$bench/default-image.tar" -n "${N:-20}"
 }
 
+# Many sandboxes at once, as an RL trainer runs them: boot 128, then a first
+# and a second command in each with 16 in flight.
+fleet() {
+	local ref
+	ref=$(go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar")
+	echo "== A fleet of sandboxes"
+	go run ./benchmarks/fleet -rungv build/rungv -image "$ref" -n "${FLEET_N:-128}" -c "${FLEET_C:-16}" -runs "${RUNS:-5}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet)
 for t in "${targets[@]}"; do
 	case "$t" in
-	erofs | startup | net | volume) "$t" ;;
+	erofs | startup | net | volume | fleet) "$t" ;;
 	docker) docker_inside ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker)" >&2; exit 2 ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet)" >&2; exit 2 ;;
 	esac
 done

@@ -132,6 +132,9 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.k = k
 	cu.Add(k.Release)
+	if err := prepareAddressSpaces(cfg.Platform, plat, bootAddressSpaces); err != nil {
+		return nil, err
+	}
 	if cfg.MemoryLimit > 0 {
 		if err := capMemoryFile(k.MemoryFile(), cfg.MemoryLimit); err != nil {
 			return nil, err
