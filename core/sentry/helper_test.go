@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,6 +44,8 @@ func runHelper(mode string) int {
 		err = runColdStart()
 	case "platform":
 		err = runPlatform(Platform(os.Args[len(os.Args)-1]))
+	case "stubs":
+		err = runStubs()
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}
@@ -263,6 +266,65 @@ func runPlatform(p Platform) error {
 	}
 	fmt.Printf("%s code=%d\n", strings.TrimSpace(out.String()), st.ExitCode())
 	return nil
+}
+
+// runStubs boots a systrap sandbox in a fresh process (gVisor's stub pool
+// is process-wide) and reports how many child processes, the platform's
+// stubs, it has before and after its first two execs.
+func runStubs() error {
+	img, err := openImage()
+	if err != nil {
+		return err
+	}
+	s, err := New(Config{Image: img, DisableLockdown: true})
+	img.Close()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.StartIdle(); err != nil {
+		return err
+	}
+	before, err := childProcesses()
+	if err != nil {
+		return err
+	}
+	for _, argv := range [][]string{{"true"}, {"sh", "-c", "true"}} {
+		p, err := s.Exec(context.Background(), ProcessSpec{Argv: argv})
+		if err != nil {
+			return err
+		}
+		if st, err := p.Wait(); err != nil || st.ExitCode() != 0 {
+			return fmt.Errorf("%q: %v, %v", argv, st, err)
+		}
+	}
+	after, err := childProcesses()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("stubs before=%d after=%d\n", before, after)
+	return nil
+}
+
+// childProcesses counts the live child processes of this process.
+func childProcesses() (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // not a process, or gone
+		}
+		// The fields after the command name: state, then ppid.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(os.Getpid()) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // runHold boots a locked sandbox with some processes, reports its pid,

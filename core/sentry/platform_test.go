@@ -1,6 +1,7 @@
 package sentry
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -12,6 +13,23 @@ func TestPlatformPtrace(t *testing.T) {
 	out, err := helperCmd(t, "platform", string(PlatformPtrace)).CombinedOutput()
 	if err != nil || string(out) != "ptrace-ok code=3\n" {
 		t.Fatalf("ptrace helper: %v %q", err, out)
+	}
+}
+
+// TestFirstExecsNeedNoNewStub checks that a sandbox's first execs reuse
+// the stub processes prepared at boot: creating one later, while other
+// sandboxes do the same, can stall for seconds (benchmarks/fleet).
+func TestFirstExecsNeedNoNewStub(t *testing.T) {
+	out, err := helperCmd(t, "stubs").CombinedOutput()
+	if err != nil {
+		t.Fatalf("stubs helper: %v %q", err, out)
+	}
+	var before, after int
+	if _, err := fmt.Sscanf(string(out), "stubs before=%d after=%d\n", &before, &after); err != nil {
+		t.Fatalf("stubs helper said %q: %v", out, err)
+	}
+	if after != before {
+		t.Errorf("the first two execs made %d new stub processes (%d before, %d after); they should reuse those prepared at boot", after-before, before, after)
 	}
 }
 
