@@ -261,10 +261,11 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecRes
 	var res ExecResult
 	err = c.wait(ctx, id, call, &res)
 	if ctx.Err() != nil && err == ctx.Err() {
-		// Kill the command; its response is dropped.
-		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c.call(kctx, MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, nil)
+		// Kill the command. Neither answer is waited for: a sandbox that
+		// did not answer in time may not answer this either.
+		if kid, kerr := c.start(MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, &clientCall{}); kerr == nil {
+			c.forget(kid)
+		}
 	}
 	return res, err
 }

@@ -229,13 +229,37 @@ type ExecResult struct {
 	Duration  time.Duration
 }
 
+// execAnswerGrace is how long after an exec's Timeout the SDK still waits
+// for the sandbox's answer. The sandbox kills the command at the timeout
+// and answers at once, unless it is stalled inside gVisor (README, known
+// limitations), which can last minutes.
+const execAnswerGrace = 5 * time.Second
+
 // Exec runs a command in the sandbox and waits for it. A non-zero exit
 // code is a result, not an error; errors mean the command could not run
-// (not found, sandbox gone).
+// (not found, sandbox gone). With a Timeout, Exec returns at most
+// execAnswerGrace after it even if the sandbox does not answer, with an
+// error that wraps context.DeadlineExceeded.
 func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (*ExecResult, error) {
 	if opts == nil {
 		opts = &ExecOptions{}
 	}
+	if opts.Timeout > 0 {
+		parent := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout+execAnswerGrace)
+		defer cancel()
+		res, err := sb.exec(ctx, argv, opts)
+		// Our deadline, not the caller's: say what happened.
+		if err != nil && errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
+			return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", argv, opts.Timeout, execAnswerGrace, err)
+		}
+		return res, err
+	}
+	return sb.exec(ctx, argv, opts)
+}
+
+func (sb *Sandbox) exec(ctx context.Context, argv []string, opts *ExecOptions) (*ExecResult, error) {
 	if opts.MaxOutput < 0 {
 		return nil, fmt.Errorf("gvx: ExecOptions.MaxOutput is %d; use a positive byte count or 0 for no bound", opts.MaxOutput)
 	}

@@ -143,6 +143,38 @@ func TestExecTimeoutKillsTheCommandNotTheSandbox(t *testing.T) {
 	}
 }
 
+// TestExecTimeoutHoldsWhenTheSandboxDoesNotAnswer stops rungv (SIGSTOP),
+// as a sandbox stalled inside gVisor looks to its client: an exec with a
+// timeout still returns, shortly after timeout plus execAnswerGrace, with
+// an error that says so, and the sandbox works again once it answers.
+func TestExecTimeoutHoldsWhenTheSandboxDoesNotAnswer(t *testing.T) {
+	sb := newSandbox(t, config())
+	if err := syscall.Kill(sb.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			syscall.Kill(sb.PID(), syscall.SIGCONT)
+		}
+	}()
+	const timeout = 500 * time.Millisecond
+	start := time.Now()
+	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Timeout: timeout})
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer") {
+		t.Fatalf("exec in a stopped sandbox: got %v, want a deadline error saying the sandbox did not answer", err)
+	}
+	if took > timeout+execAnswerGrace+5*time.Second {
+		t.Errorf("exec returned after %v, long after its timeout %v plus %v", took, timeout, execAnswerGrace)
+	}
+	syscall.Kill(sb.PID(), syscall.SIGCONT)
+	stopped = false
+	if res := sh(t, sb, "echo alive", nil); string(res.Stdout) != "alive\n" {
+		t.Fatalf("after SIGCONT: %+v", res)
+	}
+}
+
 func TestParallelExecs(t *testing.T) {
 	sb := newSandbox(t, config())
 	var wg sync.WaitGroup

@@ -342,7 +342,10 @@ class Sandbox:
         """Runs a command and waits for it.
 
         ``cmd`` is a shell string (run with ``/bin/sh -c``) or an argv list. ``timeout``
-        kills the command, not the sandbox. ``env`` adds variables. ``check=True``
+        kills the command, not the sandbox (the result has ``timed_out``); if the
+        sandbox itself does not answer within 5 s more, :class:`gvx.TimeoutError` is
+        raised instead, so a step never blocks much longer than its timeout. ``env``
+        adds variables. ``check=True``
         raises :class:`gvx.ExecError` on a non-zero exit. ``on_output(stream, data)``
         receives output as it arrives (``stream`` is ``"stdout"`` or ``"stderr"``);
         the result then carries no output. ``max_output`` bounds the bytes kept of
