@@ -261,11 +261,14 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecRes
 	var res ExecResult
 	err = c.wait(ctx, id, call, &res)
 	if ctx.Err() != nil && err == ctx.Err() {
-		// Kill the command. Neither answer is waited for: a sandbox that
-		// did not answer in time may not answer this either.
-		if kid, kerr := c.start(MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, &clientCall{}); kerr == nil {
-			c.forget(kid)
-		}
+		// Kill the command, in the background: a sandbox that did not
+		// answer in time may not read this either, and a full socket
+		// would block the write. Its answer is dropped.
+		go func() {
+			if kid, kerr := c.start(MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, &clientCall{}); kerr == nil {
+				c.forget(kid)
+			}
+		}()
 	}
 	return res, err
 }
