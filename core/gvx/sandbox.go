@@ -244,22 +244,6 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	if opts == nil {
 		opts = &ExecOptions{}
 	}
-	if opts.Timeout > 0 {
-		parent := ctx
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Timeout+execAnswerGrace)
-		defer cancel()
-		res, err := sb.exec(ctx, argv, opts)
-		// Our deadline, not the caller's: say what happened.
-		if err != nil && errors.Is(err, context.DeadlineExceeded) && parent.Err() == nil {
-			return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", argv, opts.Timeout, execAnswerGrace, err)
-		}
-		return res, err
-	}
-	return sb.exec(ctx, argv, opts)
-}
-
-func (sb *Sandbox) exec(ctx context.Context, argv []string, opts *ExecOptions) (*ExecResult, error) {
 	if opts.MaxOutput < 0 {
 		return nil, fmt.Errorf("gvx: ExecOptions.MaxOutput is %d; use a positive byte count or 0 for no bound", opts.MaxOutput)
 	}
@@ -271,13 +255,23 @@ func (sb *Sandbox) exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	if eio.Stderr == nil {
 		eio.Stderr = stderr
 	}
-	res, err := sb.client.Exec(ctx, control.ExecRequest{
+	callCtx := ctx
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, opts.Timeout+execAnswerGrace)
+		defer cancel()
+	}
+	res, err := sb.client.Exec(callCtx, control.ExecRequest{
 		Argv:    argv,
 		Env:     opts.Env,
 		Cwd:     opts.Cwd,
 		User:    opts.User,
 		Timeout: control.Duration(opts.Timeout),
 	}, eio)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// Our deadline, not the caller's: say what happened.
+		return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", argv, opts.Timeout, execAnswerGrace, err)
+	}
 	if err != nil {
 		return nil, sb.callError(err)
 	}

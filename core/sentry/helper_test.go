@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -285,10 +284,7 @@ func runStubs() error {
 	if _, err := s.StartIdle(); err != nil {
 		return err
 	}
-	before, err := childProcesses()
-	if err != nil {
-		return err
-	}
+	before := childProcesses()
 	for _, argv := range [][]string{{"true"}, {"sh", "-c", "true"}} {
 		p, err := s.Exec(context.Background(), ProcessSpec{Argv: argv})
 		if err != nil {
@@ -298,33 +294,21 @@ func runStubs() error {
 			return fmt.Errorf("%q: %v, %v", argv, st, err)
 		}
 	}
-	after, err := childProcesses()
-	if err != nil {
-		return err
-	}
+	after := childProcesses()
 	fmt.Printf("stubs before=%d after=%d\n", before, after)
 	return nil
 }
 
-// childProcesses counts the live child processes of this process.
-func childProcesses() (int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
+// childProcesses counts this process's live descendants: the platform's
+// stubs.
+func childProcesses() int {
 	n := 0
-	for _, e := range entries {
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // not a process, or gone
-		}
-		// The fields after the command name: state, then ppid.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(os.Getpid()) {
+	for _, pid := range descendants(os.Getpid()) {
+		if processAlive(pid) {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // runHold boots a locked sandbox with some processes, reports its pid,

@@ -45,9 +45,9 @@ const bootAddressSpaces = 3
 //
 // Why: with 128 sandboxes on 2 cores and 16 first execs at once, creating
 // a stub later (a clone injected into another stub with ptrace) stalled
-// for 5–120 s in about one run in four, every exec in flight with it, while
-// none of 18 runs stalled with stubs made at boot, when nothing else in
-// the sandbox runs (benchmarks/fleet). Other platforms keep no pool.
+// for 33–74 s in 3 fleets of 22, every exec in flight with it; with stubs
+// made at boot, when nothing else in the sandbox runs, 1 fleet of 25
+// stalled (benchmarks/fleet). Other platforms keep no pool.
 func prepareAddressSpaces(p Platform, plat platform.Platform, n int) error {
 	if p != PlatformSystrap {
 		return nil

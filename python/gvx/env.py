@@ -204,13 +204,11 @@ class GvxEnv(_Base):  # type: ignore[misc]
         """
         if not self._next:
             return self._prepare(), False
-        ready = next((f for f in self._next if f.done()), None)
-        future = ready
-        if future is None:
-            done, _ = wait(self._next, return_when=FIRST_COMPLETED)
-            future = next(f for f in self._next if f in done)
+        was_ready = any(f.done() for f in self._next)
+        done, _ = wait(self._next, return_when=FIRST_COMPLETED)
+        future = next(f for f in self._next if f in done)
         self._next.remove(future)
-        return future.result(), ready is not None
+        return future.result(), was_ready
 
     def _top_up(self) -> None:
         """Starts preparing sandboxes until `warm` are on their way."""
