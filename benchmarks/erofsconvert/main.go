@@ -74,56 +74,86 @@ func run(rootfs, work, rungv string, runs int) error {
 	scratch := filepath.Join(work, "scratch")
 	os.RemoveAll(scratch)
 	defer os.RemoveAll(scratch)
-	measure := func(name string, args []string) (result, error) {
-		var rs []sample
-		for i := 0; i <= runs; i++ { // run 0 warms the page cache
-			os.RemoveAll(scratch)
-			if err := os.MkdirAll(scratch, 0o755); err != nil {
-				return result{}, err
-			}
-			s, err := timeCommand(args)
-			if err != nil {
-				return result{}, fmt.Errorf("%s: %w", name, err)
-			}
-			if i > 0 {
-				rs = append(rs, s)
-			}
-		}
-		return summarize(name, rs), nil
-	}
 	pull := func(layoutDir string) []string {
 		return []string{rungv, "--cache", filepath.Join(scratch, "cache"), "pull", "-q", "oci:" + layoutDir}
 	}
 	mkfs := []string{"mkfs.erofs", "-E", "noinline_data", "-x", "-1", filepath.Join(scratch, "out.erofs"), rootfs}
-	results := []struct {
-		args []string
-		name string
-	}{
-		{pull(debian), "rungv pull (gzip layer → EROFS, verified, fsync)"},
-		{mkfs, "mkfs.erofs -E noinline_data -x -1 (unpacked tree; output left in the page cache)"},
-		{[]string{"sh", "-c", `mkfs.erofs -E noinline_data -x -1 "$1" "$2" && sync -d "$1"`, "sh", filepath.Join(scratch, "out.erofs"), rootfs}, "mkfs.erofs, then fsync of its output (durable, as rungv pull's)"},
-		{pull(big), "rungv pull, + a 2 GiB file layer"},
+	cases := []benchCase{
+		{args: pull(debian), input: debian, name: "rungv pull (gzip layer → EROFS, verified, fsync)"},
+		{args: mkfs, input: rootfs, name: "mkfs.erofs -E noinline_data -x -1 (unpacked tree; output left in the page cache)"},
+		{args: []string{"sh", "-c", `mkfs.erofs -E noinline_data -x -1 "$1" "$2" && sync -d "$1"`, "sh", filepath.Join(scratch, "out.erofs"), rootfs}, input: rootfs, name: "mkfs.erofs, then fsync of its output (durable, as rungv pull's)"},
+		{args: pull(big), input: big, name: "rungv pull, + a 2 GiB file layer"},
+	}
+	// Rounds interleave the cases, so that a change in the machine's speed
+	// (these are shared virtual CPUs whose speed drifts by tens of percent
+	// over minutes) lands on every case alike, and the ratios compare runs
+	// made seconds apart. Round 0 warms up and is not counted.
+	samples := make([][]sample, len(cases))
+	for round := 0; round <= runs; round++ {
+		for i, c := range cases {
+			os.RemoveAll(scratch)
+			if err := os.MkdirAll(scratch, 0o755); err != nil {
+				return err
+			}
+			// The host may evict cold page cache at any time (DAMON
+			// reclaim runs here); read the input back in so that every
+			// run starts from a warm cache, as the doc comment says.
+			if err := readTree(c.input); err != nil {
+				return err
+			}
+			s, err := timeCommand(c.args)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if round > 0 {
+				samples[i] = append(samples[i], s)
+			}
+		}
 	}
 	fmt.Printf("| what | wall p50 | wall min | peak RSS p50 |\n|---|---|---|---|\n")
-	var base, ref, durable time.Duration
-	for i, r := range results {
-		res, err := measure(r.name, r.args)
+	for i, c := range cases {
+		res := summarize(c.name, samples[i])
+		fmt.Printf("| %s | %.2f s | %.2f s | %s |\n", res.name, res.wall.Seconds(), res.min.Seconds(), human(res.rss))
+	}
+	fmt.Printf("\nrungv pull / mkfs.erofs: %.2f× (target ≤ 1.5×); / mkfs.erofs with fsync: %.2f×\n",
+		medianRatio(samples[0], samples[1]), medianRatio(samples[0], samples[2]))
+	fmt.Printf("(medians of the ratios within each round; %d interleaved rounds after a warm-up round, page cache warm for every run)\n", runs)
+	return nil
+}
+
+// benchCase is one command the benchmark times, and the input it reads.
+type benchCase struct {
+	args  []string
+	input string
+	name  string
+}
+
+// medianRatio is the median over rounds of a[i]/b[i].
+func medianRatio(a, b []sample) float64 {
+	rs := make([]float64, 0, len(a))
+	for i := range a {
+		rs = append(rs, a[i].wall.Seconds()/b[i].wall.Seconds())
+	}
+	sort.Float64s(rs)
+	return rs[len(rs)/2]
+}
+
+// readTree reads every regular file under root, which brings it into the
+// page cache.
+func readTree(root string) error {
+	buf := make([]byte, 1<<20)
+	return filepath.Walk(root, func(path string, info os.FileInfo, err error) error {
+		if err != nil || !info.Mode().IsRegular() {
+			return err
+		}
+		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %s | %.2f s | %.2f s | %s |\n", res.name, res.wall.Seconds(), res.min.Seconds(), human(res.rss))
-		switch i {
-		case 0:
-			base = res.wall
-		case 1:
-			ref = res.wall
-		case 2:
-			durable = res.wall
-		}
-	}
-	fmt.Printf("\nrungv pull / mkfs.erofs: %.2f× (target ≤ 1.5×); / mkfs.erofs with fsync: %.2f×; %d runs each after a warm-up run\n",
-		base.Seconds()/ref.Seconds(), base.Seconds()/durable.Seconds(), runs)
-	return nil
+		defer f.Close()
+		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+		return err
+	})
 }
 
 type sample struct {
