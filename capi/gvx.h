@@ -79,7 +79,10 @@ void gvx_free(void *p);
  *   "mounts": [object]         volumes: {"type": "volume", "source" (an ext4 image
  *                              file), "target" (a path in the sandbox), "readonly"}
  *   "memory": integer          bytes for the whole sandbox
- *   "cpus": number             CPUs the guest sees
+ *   "cpus": number             CPUs the guest sees (default: as many as "cpuset"
+ *                              names, else the host's)
+ *   "cpuset": [integer]        host CPUs the sandbox runs on (docker's --cpuset-cpus);
+ *                              one CPU per sandbox shortens its system calls and execs
  *   "pids_limit": integer
  *   "timeout": number          seconds until the sandbox is stopped
  *   "rungv", "cache": string   the rungv binary and the image cache directory

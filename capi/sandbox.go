@@ -32,6 +32,7 @@ type sandboxConfig struct {
 	Mounts       []mountJSON `json:"mounts"`
 	Memory       uint64      `json:"memory"`
 	CPUs         float64     `json:"cpus"`
+	CPUSet       []int       `json:"cpuset"`
 	PidsLimit    int         `json:"pids_limit"`
 	Timeout      float64     `json:"timeout"`
 	Rungv        string      `json:"rungv"`
@@ -64,6 +65,11 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 	if c.CPUs < 0 || c.PidsLimit < 0 || c.Timeout < 0 {
 		return gvx.Config{}, invalid(`config: "cpus", "pids_limit" and "timeout" must not be negative`)
 	}
+	for _, cpu := range c.CPUSet {
+		if cpu < 0 {
+			return gvx.Config{}, invalid(`config: "cpuset" names CPU %d; host CPUs are numbered from 0`, cpu)
+		}
+	}
 	cfg := gvx.Config{
 		OCIImage:   c.Image,
 		Cmd:        c.Cmd,
@@ -75,6 +81,7 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 		Resources: gvx.Resources{
 			MemoryBytes: c.Memory,
 			CPUMillis:   int(c.CPUs * 1000),
+			CPUSet:      c.CPUSet,
 			PidsLimit:   c.PidsLimit,
 		},
 		Timeout:  time.Duration(c.Timeout * float64(time.Second)),

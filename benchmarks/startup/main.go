@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
 )
@@ -86,7 +88,14 @@ func main() {
 	fmt.Println()
 	fmt.Println("| what | p50 | p99 | min |")
 	fmt.Println("|---|---|---|---|")
-	row("gvx SDK `Exec(true)`", measureExecRTT())
+	row("gvx SDK `Exec(true)`", measureExecRTT(sdkConfig()))
+	if cpu, ok := lastCPU(); ok {
+		pinned := sdkConfig()
+		pinned.Resources.CPUSet = []int{cpu}
+		row(fmt.Sprintf("gvx SDK `Exec(true)`, sandbox pinned to CPU %d (`--cpuset-cpus`)", cpu), measureExecRTT(pinned))
+	} else {
+		skip("gvx pinned to one CPU", "this process may run on one CPU only")
+	}
 	if *runsc != "" && *bundle != "" {
 		row("`runsc exec ID true`", measureRunscExec())
 	} else {
@@ -208,9 +217,9 @@ func measureSDK() stats {
 	return summarize(ds)
 }
 
-func measureExecRTT() stats {
+func measureExecRTT(cfg gvx.Config) stats {
 	ctx := context.Background()
-	sb, err := gvx.New(ctx, sdkConfig())
+	sb, err := gvx.New(ctx, cfg)
 	if err != nil {
 		return stats{err: err}
 	}
@@ -219,6 +228,22 @@ func measureExecRTT() stats {
 		_, err := sb.Exec(ctx, []string{"true"}, nil)
 		return err
 	})
+}
+
+// lastCPU returns the highest-numbered CPU this process may run on, when
+// it may run on more than one.
+func lastCPU() (int, bool) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() < 2 {
+		return 0, false
+	}
+	last := 0
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			last = c
+		}
+	}
+	return last, true
 }
 
 func dockerAvailable() string {

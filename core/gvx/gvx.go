@@ -162,8 +162,13 @@ type Resources struct {
 	// acts inside it. 0: no limit.
 	MemoryBytes uint64
 	// CPUMillis is the CPU count the guest sees, in thousandths (1500 is
-	// 2 CPUs, rounded up). 0: the host's.
+	// 2 CPUs, rounded up). 0: as many as CPUSet names, else the host's.
 	CPUMillis int
+	// CPUSet lists the host CPUs the sandbox runs on (docker run
+	// --cpuset-cpus). Pinning each sandbox of a fleet to its own CPU
+	// shortens guest system calls and execs and keeps sandboxes out of
+	// each other's caches. Empty: every CPU the caller may use.
+	CPUSet []int
 	// PidsLimit caps the tasks in the sandbox. 0: no limit.
 	PidsLimit int
 }
@@ -302,6 +307,16 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	}
 	if r := c.Resources; r.CPUMillis > 0 {
 		a = append(a, "--cpus", strconv.FormatFloat(float64(r.CPUMillis)/1000, 'f', 3, 64))
+	}
+	if r := c.Resources; len(r.CPUSet) > 0 {
+		list := make([]string, len(r.CPUSet))
+		for i, cpu := range r.CPUSet {
+			if cpu < 0 {
+				return nil, fmt.Errorf("gvx: Resources.CPUSet names CPU %d; host CPUs are numbered from 0", cpu)
+			}
+			list[i] = strconv.Itoa(cpu)
+		}
+		a = append(a, "--cpuset-cpus", strings.Join(list, ","))
 	}
 	if r := c.Resources; r.PidsLimit > 0 {
 		a = append(a, "--pids-limit", strconv.Itoa(r.PidsLimit))

@@ -45,9 +45,14 @@ type Config struct {
 	Hostname string
 
 	// CPUs is the number of CPUs the guest sees (nproc, /proc/cpuinfo,
-	// sched_getaffinity); it does not limit CPU time. 0 means the host's
-	// count.
+	// sched_getaffinity); it does not limit CPU time. 0 means the size of
+	// CPUSet, or the host's count without one.
 	CPUs int
+
+	// CPUSet lists the host CPUs this process and its platform stubs may
+	// run on, as docker run --cpuset-cpus does for a container; each must
+	// be one the process may run on now. Empty: unchanged.
+	CPUSet []int
 
 	// MemoryLimit is the sandbox's total memory in bytes: guest processes,
 	// tmpfs and the root filesystem's writable layer together. The guest
@@ -137,8 +142,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CPUs < 0 {
 		return c, fmt.Errorf("sentry: CPUs is %d; use a positive count or 0 for the host's", c.CPUs)
 	}
+	distinct := make(map[int]bool, len(c.CPUSet))
+	for _, cpu := range c.CPUSet {
+		if cpu < 0 || cpu >= maxHostCPU {
+			return c, fmt.Errorf("sentry: CPUSet names CPU %d; host CPUs are numbered 0 to %d", cpu, maxHostCPU-1)
+		}
+		distinct[cpu] = true
+	}
 	if c.CPUs == 0 {
 		c.CPUs = runtime.NumCPU()
+		if len(distinct) > 0 {
+			c.CPUs = len(distinct)
+		}
 	}
 	if c.PidsLimit < 0 {
 		return c, fmt.Errorf("sentry: PidsLimit is %d; use a positive count or 0 for none", c.PidsLimit)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/internal/hostile"
+	"z.gfire.dev/gvx/core/internal/proctree"
 	"z.gfire.dev/gvx/core/internal/ptytest"
 )
 
@@ -303,7 +304,7 @@ func runStubs() error {
 // stubs.
 func childProcesses() int {
 	n := 0
-	for _, pid := range descendants(os.Getpid()) {
+	for _, pid := range proctree.Descendants(os.Getpid()) {
 		if processAlive(pid) {
 			n++
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/proctree"
 	"z.gfire.dev/gvx/core/lockdown"
 )
 
@@ -82,7 +83,7 @@ func TestKill9LeavesNothing(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("helper: %q; stderr %q", l, stderr.String())
 	}
-	stubs := descendants(cmd.Process.Pid)
+	stubs := proctree.Descendants(cmd.Process.Pid)
 	if len(stubs) == 0 {
 		t.Fatal("the sandbox process has no child processes; expected systrap stubs")
 	}
@@ -120,32 +121,6 @@ func TestKill9LeavesNothing(t *testing.T) {
 	}
 }
 
-// descendants returns the pids of all descendants of pid.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp, ok := parentOf(p); ok {
-			children[pp] = append(children[pp], p)
-		}
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
-}
-
 // statFields returns the fields of /proc/pid/stat after the command name.
 func statFields(pid int) []string {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -158,15 +133,6 @@ func statFields(pid int) []string {
 		return nil
 	}
 	return strings.Fields(s[i+1:])
-}
-
-func parentOf(pid int) (int, bool) {
-	f := statFields(pid)
-	if len(f) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
 }
 
 // processAlive reports whether pid exists and is not a zombie.

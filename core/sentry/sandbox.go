@@ -103,6 +103,12 @@ func New(cfg Config) (*Sandbox, error) {
 	// Registered before the kernel's release, so it runs after it.
 	cu.Add(func() { closeVolumes(gcontext.Background(), s.volumes) })
 
+	if len(cfg.CPUSet) > 0 {
+		// Before the platform forks its stubs, so they inherit the mask.
+		if err := pinToCPUs(cfg.CPUSet); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.DisableLockdown {
 		// Before the platform forks its stubs, so they inherit nothing.
 		if err := lockdown.DropPrivileges(); err != nil {

@@ -13,6 +13,7 @@ a reset costs the hand-over, not a boot.
 
 from __future__ import annotations
 
+import os
 import shutil
 import string
 import tempfile
@@ -331,13 +332,24 @@ class EnvPool:
     >>> pool = gvx.EnvPool(8, reward_fn=my_reward)
     >>> observations, infos = pool.reset()
     >>> observations, rewards, terminated, truncated, infos = pool.step(actions)
+
+    ``pin_cpus=True`` pins environment ``i``'s sandboxes to the ``i``-th CPU this process
+    may use (round robin), which shortens guest system calls and execs and keeps
+    environments out of each other's caches; each guest then sees one CPU.
     """
 
-    def __init__(self, n: int, **env_options: Any) -> None:
+    def __init__(self, n: int, *, pin_cpus: bool = False, **env_options: Any) -> None:
         if n < 1:
             raise errors.InvalidArgumentError(f"n={n}: a pool needs at least one environment")
+        options = [dict(env_options) for _ in range(n)]
+        if pin_cpus:
+            if "cpuset" in env_options:
+                raise errors.InvalidArgumentError("pin_cpus=True chooses each environment's cpuset; drop cpuset=")
+            cpus = sorted(os.sched_getaffinity(0))
+            for i, o in enumerate(options):
+                o["cpuset"] = [cpus[i % len(cpus)]]
         self._threads = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gvx-pool")
-        self.envs = list(self._threads.map(lambda _: GvxEnv(**env_options), range(n)))
+        self.envs = list(self._threads.map(lambda o: GvxEnv(**o), options))
 
     def __len__(self) -> int:
         return len(self.envs)

@@ -182,6 +182,16 @@ def _as_env_list(env: Union[Mapping[str, str], Sequence[str], None], what: str) 
     return out
 
 
+def _as_cpu_list(cpuset: Sequence[int]) -> list[int]:
+    if isinstance(cpuset, (str, bytes)):
+        raise errors.InvalidArgumentError(f"cpuset {cpuset!r}: pass a sequence of CPU numbers, such as [0, 1]")
+    cpus = list(cpuset)
+    for c in cpus:
+        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+            raise errors.InvalidArgumentError(f"cpuset: {c!r} is not a CPU number (0, 1, …)")
+    return cpus
+
+
 class Sandbox:
     """An isolated, Docker-capable sandbox: one rungv process running gVisor's Sentry.
 
@@ -204,6 +214,7 @@ class Sandbox:
         hostname: Optional[str] = None,
         memory: Union[int, str, None] = None,
         cpus: Optional[float] = None,
+        cpuset: Optional[Sequence[int]] = None,
         pids_limit: Optional[int] = None,
         network: str = "none",
         ports: Sequence[str] = (),
@@ -243,6 +254,8 @@ class Sandbox:
             config["memory"] = parse_size(memory)
         if cpus is not None:
             config["cpus"] = float(cpus)
+        if cpuset is not None:
+            config["cpuset"] = _as_cpu_list(cpuset)
         if pids_limit is not None:
             config["pids_limit"] = int(pids_limit)
         if timeout is not None:

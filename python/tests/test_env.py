@@ -130,6 +130,19 @@ def test_pool_steps_concurrently() -> None:
             pool.step(["too few"])
 
 
+def test_pool_pins_each_environment_to_a_cpu() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip(f"this process may run on {len(cpus)} CPU; pinning needs a choice of 2")
+    with gvx.EnvPool(2, pin_cpus=True) as pool:
+        _, infos = pool.reset()
+        assert [os.sched_getaffinity(i["sandbox_pid"]) for i in infos] == [{cpus[0]}, {cpus[1]}]
+        obs, *_ = pool.step(["nproc", "nproc"])
+        assert [o["stdout"] for o in obs] == ["1\n", "1\n"]
+    with pytest.raises(gvx.InvalidArgumentError, match="pin_cpus"):
+        gvx.EnvPool(1, pin_cpus=True, cpuset=[0])
+
+
 def test_asyncio_twin() -> None:
     async def main() -> list[str]:
         boxes = await asyncio.gather(*(gvx.aio.Sandbox.create() for _ in range(3)))

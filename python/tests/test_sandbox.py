@@ -171,6 +171,21 @@ def test_bad_arguments_say_how_to_fix() -> None:
         gvx.Sandbox("oci:/nonexistent/layout")
 
 
+def test_cpuset_pins_the_sandbox() -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip(f"this process may run on {len(allowed)} CPU; pinning needs a choice of 2")
+    cpu = allowed[-1]
+    with gvx.Sandbox(cpuset=[cpu]) as sb:
+        assert sb.exec("nproc").stdout == "1\n"
+        for pid in [sb.pid, *children_of(sb.pid)]:
+            assert os.sched_getaffinity(pid) == {cpu}, f"process {pid} of the sandbox is not pinned"
+    with pytest.raises(gvx.InvalidArgumentError, match="CPU numbers"):
+        gvx.Sandbox(cpuset="0-1")  # type: ignore[arg-type]
+    with pytest.raises(gvx.SandboxStartError, match="not one this process may run on"):
+        gvx.Sandbox(cpuset=[max(allowed) + 1])
+
+
 def _spawned_worker(q: "multiprocessing.Queue[str]") -> None:
     with gvx.Sandbox() as sb:
         q.put(sb.exec("echo from a spawned process").stdout)

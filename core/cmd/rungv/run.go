@@ -39,6 +39,7 @@ type runFlags struct {
 	rm          bool
 	memory      string
 	cpus        float64
+	cpusetCPUs  string
 	pidsLimit   int
 	timeout     time.Duration
 	stopTimeout time.Duration
@@ -92,7 +93,8 @@ signal N killed it).`,
 	fl.StringVar(&f.hostname, "hostname", "", "the sandbox's hostname")
 	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox when it exits (always: nothing outlives rungv)")
 	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit of the whole sandbox, e.g. 512m, 2g (the guest's OOM killer acts inside)")
-	fl.Float64Var(&f.cpus, "cpus", 0, "number of CPUs the sandbox sees")
+	fl.Float64Var(&f.cpus, "cpus", 0, "number of CPUs the sandbox sees (default: as many as --cpuset-cpus names, else the host's)")
+	fl.StringVar(&f.cpusetCPUs, "cpuset-cpus", "", "host CPUs the sandbox runs on, e.g. 0-3,6 (pinning one sandbox to one CPU shortens its system calls and execs)")
 	fl.IntVar(&f.pidsLimit, "pids-limit", 0, "maximum number of tasks in the sandbox")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the sandbox after this long (wall clock)")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", 10*time.Second, "how long to wait after SIGTERM before killing")
@@ -314,6 +316,9 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	}
 	cfg.MemoryLimit = mem
 	cfg.CPUs = int(math.Ceil(f.cpus))
+	if cfg.CPUSet, err = parseCPUList(f.cpusetCPUs); err != nil {
+		return cfg, fmt.Errorf("--cpuset-cpus: %w", err)
+	}
 	cfg.PidsLimit = f.pidsLimit
 	cfg.Hostname = f.hostname
 	cfg.NetRaw = f.netRaw

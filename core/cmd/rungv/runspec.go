@@ -251,3 +251,35 @@ func parseBytes(s string) (uint64, error) {
 	}
 	return uint64(v * float64(mult)), nil
 }
+
+// parseCPUList parses a CPU list as docker run --cpuset-cpus takes it:
+// numbers and ranges, comma-separated ("0-3,6"). Repeated CPUs count once.
+func parseCPUList(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	seen := make(map[int]bool)
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err1 := strconv.Atoi(lo)
+		last, err2 := first, error(nil)
+		if isRange {
+			last, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || first < 0 || last < first {
+			return nil, fmt.Errorf("%q is not a CPU list; write CPU numbers and ranges such as 0-3,6", s)
+		}
+		if last-first >= 4096 {
+			return nil, fmt.Errorf("%q names more CPUs than any host has", s)
+		}
+		for c := first; c <= last; c++ {
+			if !seen[c] {
+				seen[c] = true
+				cpus = append(cpus, c)
+			}
+		}
+	}
+	return cpus, nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/proctree"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string]string{
+		"":          "[]",
+		"3":         "[3]",
+		"0-3,6":     "[0 1 2 3 6]",
+		" 1 , 1-2 ": "[1 2]",
+	} {
+		got, err := parseCPUList(in)
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"a", "1-", "-1", "3-1", "1,,2", "0-100000"} {
+		if got, err := parseCPUList(in); err == nil {
+			t.Errorf("parseCPUList(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+// TestRunCPUSet pins a sandbox to one host CPU and checks, from the host,
+// that every thread of rungv and of its platform stubs may run only there,
+// and that the guest sees one CPU.
+func TestRunCPUSet(t *testing.T) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	if allowed.Count() < 2 {
+		t.Skipf("this test process may run on %d CPU; pinning needs a choice of 2", allowed.Count())
+	}
+	cpu, notAllowed := -1, -1
+	for c := 0; c < 1024; c++ {
+		if allowed.IsSet(c) {
+			cpu = c // the last allowed CPU: not the default first one
+		} else if notAllowed < 0 {
+			notAllowed = c
+		}
+	}
+
+	img := testImage(t)
+	sock := filepath.Join(t.TempDir(), "box.sock")
+	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--keep-alive", "--control", "unix:"+sock,
+		"--cpuset-cpus", strconv.Itoa(cpu), img)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var c *control.Client
+	var err error
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err = control.Dial(context.Background(), "unix:"+sock); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("dial: %v (%s)", err, stderr.String())
+	}
+	defer c.Close()
+	var out bytes.Buffer
+	if res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"busybox", "nproc"}}, control.ExecIO{Stdout: &out}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("nproc: %+v %v", res, err)
+	}
+	if out.String() != "1\n" {
+		t.Errorf("the guest sees %q CPUs, want 1 (as many as --cpuset-cpus names)", out.String())
+	}
+
+	want := strconv.Itoa(cpu)
+	pids := []int{cmd.Process.Pid}
+	stubs := 0
+	for _, p := range proctree.Descendants(cmd.Process.Pid) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if bytes.Contains(cmdline, []byte(janitorCommand)) {
+			continue // started before the sandbox; it only waits
+		}
+		pids = append(pids, p)
+		stubs++
+	}
+	if stubs == 0 {
+		t.Fatal("found no platform stub process under rungv")
+	}
+	for _, p := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", p, task.Name()))
+			if err != nil {
+				continue // exited meanwhile
+			}
+			if got := statusField(string(status), "Cpus_allowed_list"); got != want {
+				t.Errorf("process %d thread %s may run on CPUs %q, want %q", p, task.Name(), got, want)
+			}
+		}
+	}
+
+	if notAllowed >= 0 {
+		_, errOut, code := runCLI(t, "", "run", "-q", "--cpuset-cpus", strconv.Itoa(notAllowed), img, "true")
+		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("CPU %d is not one this process may run on", notAllowed)) {
+			t.Errorf("--cpuset-cpus %d (not allowed): exit %d, %q", notAllowed, code, errOut)
+		}
+	}
+	_, errOut, code := runCLI(t, "", "run", "-q", "--cpuset-cpus", "2-1", img, "true")
+	if code == 0 || !strings.Contains(errOut, "--cpuset-cpus") || !strings.Contains(errOut, "0-3,6") {
+		t.Errorf("--cpuset-cpus 2-1: exit %d, %q", code, errOut)
+	}
+}
+
+// statusField returns the value of a "Name:\tvalue" line of a status file.
+func statusField(status, name string) string {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
