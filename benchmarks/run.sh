@@ -124,6 +124,8 @@ fleet() {
 	ref=$(go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar")
 	echo "== A fleet of sandboxes"
 	go run ./benchmarks/fleet -rungv build/rungv -image "$ref" -n "${FLEET_N:-128}" -c "${FLEET_C:-16}" -runs "${RUNS:-5}"
+	echo
+	go run ./benchmarks/fleet -rungv build/rungv -image "$ref" -n "${FLEET_N:-128}" -c "${FLEET_C:-16}" -runs "${RUNS:-5}" -pin
 }
 
 targets=("$@")

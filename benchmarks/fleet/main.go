@@ -6,7 +6,7 @@
 // stall for seconds when many sandboxes create stubs at once, which
 // rungv avoids by preparing its stubs at boot.
 //
-//	go run ./benchmarks/fleet -rungv build/rungv -image REF [-n 128] [-c 16] [-runs 5]
+//	go run ./benchmarks/fleet -rungv build/rungv -image REF [-n 128] [-c 16] [-runs 5] [-pin]
 //
 // Figures go to stdout as markdown; nothing here is a test.
 package main
@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
 )
@@ -33,6 +35,7 @@ var (
 	booters = flag.Int("boot", 32, "sandboxes booting at once")
 	runs    = flag.Int("runs", 5, "fleets booted, one after another")
 	stall   = flag.Duration("stall", 5*time.Second, "an exec slower than this counts as a stall")
+	pin     = flag.Bool("pin", false, "pin sandbox i to the i-th CPU this process may use, round robin (Resources.CPUSet)")
 )
 
 // cmdArgv is the command every sandbox runs, twice.
@@ -47,8 +50,12 @@ func main() {
 	if abs, err := filepath.Abs(*rungv); err == nil {
 		*rungv = abs
 	}
-	fmt.Printf("%d sandboxes, %d booting at once, %d commands (`%s`) in flight; %d fleets; load average %s\n\n",
-		*n, *booters, *c, cmdArgv[0], *runs, benchfmt.LoadAvg())
+	pinned := "not pinned"
+	if *pin {
+		pinned = "each pinned to one CPU"
+	}
+	fmt.Printf("%d sandboxes (%s), %d booting at once, %d commands (`%s`) in flight; %d fleets; load average %s\n\n",
+		*n, pinned, *booters, *c, cmdArgv[0], *runs, benchfmt.LoadAvg())
 	fmt.Println("| fleet | boot p50 / max | first exec p50 / p99 / max | first execs/s | stalls > " + stall.String() + " | second exec p50 / max |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for r := 1; r <= *runs; r++ {
@@ -69,8 +76,22 @@ func fleet(r int) error {
 			}
 		}
 	}()
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		return err
+	}
+	var allowed []int
+	for c := 0; c < len(cpus)*64; c++ {
+		if cpus.IsSet(c) {
+			allowed = append(allowed, c)
+		}
+	}
 	boot, err := each(*booters, func(i int) error {
-		sb, err := gvx.New(ctx, gvx.Config{OCIImage: *image, Rungv: *rungv, KeepAlive: true})
+		cfg := gvx.Config{OCIImage: *image, Rungv: *rungv, KeepAlive: true}
+		if *pin {
+			cfg.Resources.CPUSet = []int{allowed[i%len(allowed)]}
+		}
+		sb, err := gvx.New(ctx, cfg)
 		sbs[i] = sb
 		return err
 	})
