@@ -8,6 +8,7 @@ make test passes its reference in GVX_TEST_DIND_IMAGE.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -33,6 +34,12 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[gvx.Volume]:
     lines: list[str] = []
     vol = gvx.docker.golden(DIND_IMAGE, archives=[ARCHIVE], volume=work / "golden.ext4", size="2g", progress=lines.append)
     assert any("docker load" in line for line in lines), lines
+    # No custom network in the seed: dockerd's network database is left out,
+    # so episodes' dockerd need not take down the seed's bridge network.
+    stat = subprocess.run(
+        ["debugfs", "-R", "stat /network/files/local-kv.db", str(vol.path)], capture_output=True, text=True, check=True
+    )
+    assert "File not found" in stat.stderr, (stat.stdout, stat.stderr)
     yield vol
 
 
@@ -65,6 +72,17 @@ def test_episodes_see_the_golden_images_and_nothing_of_each_other(golden: gvx.Vo
     after = os.stat(golden.path)
     assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size), "the golden changed"
     assert golden.check().clean
+
+
+def test_a_seed_network_survives_into_episodes(tmp_path: Path) -> None:
+    vol = gvx.docker.golden(
+        DIND_IMAGE, setup=["docker network create gvx-seeded >/dev/null"], volume=tmp_path / "net.ext4", size="1g", progress=False
+    )
+    with gvx.GvxEnv(DIND_IMAGE, golden=vol, setup=gvx.docker.SETUP, step_timeout=120.0, **gvx.docker.SANDBOX_OPTIONS) as env:
+        env.reset()
+        obs, *_ = env.step("docker network ls --format '{{.Name}}'")
+        assert obs["exit_code"] == 0, obs
+        assert sorted(obs["stdout"].split()) == ["bridge", "gvx-seeded", "host", "none"], obs
 
 
 def test_dockerd_without_nftables_says_how_to_fix() -> None:
