@@ -69,6 +69,12 @@ start seed "$work/golden.ext4"
 "$DOCKER" tag gvx.test/default:latest busybox:latest
 "$DOCKER" info --format 'storage driver: {{.Driver}} on {{range .DriverStatus}}{{if eq (index . 0) "Backing Filesystem"}}{{index . 1}}{{end}}{{end}}'
 stop
+# dockerd deletes and remakes its default bridge network at every start. The
+# seed made no network of its own, so its network database stays out of the
+# golden: episodes' dockerd then skip taking down a bridge network their fresh
+# sandbox never had (about 30 iptables commands, 0.3 s).
+"$RUNGV" run -q --entrypoint rm --mount "type=volume,src=$work/golden.ext4,dst=/var/lib/docker" \
+	"$image" -f /var/lib/docker/network/files/local-kv.db
 "$RUNGV" volume check "$work/golden.ext4"
 
 for ep in 1 2; do

@@ -245,7 +245,17 @@ func seed(dir, golden string) error {
 	if err := s.docker("load", "-q", "-i", *archive); err != nil {
 		return err
 	}
-	return s.stop()
+	if err := s.stop(); err != nil {
+		return err
+	}
+	// As gvx.docker.golden does: without dockerd's network database, an
+	// episode's dockerd skips taking down the seed's bridge network.
+	rm := exec.Command(*rungv, "run", "-q", "--entrypoint", "rm", "--mount", "type=volume,src="+golden+",dst=/var/lib/docker",
+		*image, "-f", "/var/lib/docker/network/files/local-kv.db")
+	if out, err := rm.CombinedOutput(); err != nil {
+		return fmt.Errorf("removing dockerd's network database from the golden: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // gvxEpisode clones the golden and returns start → info OK and start →
