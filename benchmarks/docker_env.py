@@ -8,7 +8,7 @@ asks the episode's dockerd, which found the golden's images on its clone). With
 the warm pool the next episodes — clone, boot, dockerd start — are prepared
 while the current one runs; `--pace` is how long an episode runs before the
 next reset. A pool of one keeps up only when an episode lasts longer than a
-dockerd start (about 2.5 s); `--warm N` prepares N at once. Run by
+dockerd start (about 1.6 s); `--warm N` prepares N at once. Run by
 benchmarks/run.sh docker. Prints markdown; nothing here is a test.
 """
 

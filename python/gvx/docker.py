@@ -8,7 +8,7 @@ prints its reference), its state on a golden volume cloned per episode.
 >>> obs, info = env.reset()          # dockerd is up, app's images are there
 >>> env.step("docker run --rm app pytest -q")
 
-A dockerd takes about 2 s to start (it runs ~70 ``iptables`` commands, each a
+A dockerd takes about 1.6 s to start (it runs ~70 ``iptables`` commands, each a
 fork and exec inside gVisor), so ``warm=2`` keeps two episodes prepared: resets
 stay hand-overs even when episodes are shorter than a dockerd start.
 
@@ -66,7 +66,7 @@ _FORGET_DEFAULT_NETWORKS = (
 )
 # dockerd deletes its default bridge network and makes it anew at every start.
 # In an episode's fresh network stack the deletion has nothing to remove but
-# still runs about 30 iptables commands (0.25–0.4 s of a 2.2 s start here). A golden
+# still runs about 30 iptables commands (0.25–0.4 s here). A golden
 # whose seed made no network of its own (the usual case) therefore drops
 # dockerd's network database after dockerd stopped: every episode's dockerd
 # then starts its networks as on a first start. Custom networks keep it.

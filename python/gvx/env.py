@@ -80,8 +80,8 @@ class GvxEnv(_Base):  # type: ignore[misc]
         warm: how many sandboxes to keep prepared in the background for the
             next resets: ``True`` is one, ``False`` or ``0`` none. One is enough
             when an episode lasts longer than preparing a sandbox (boot plus
-            ``setup``); with shorter episodes, e.g. a dockerd that takes 2.5 s
-            to start and 1 s episodes, ``warm=3`` keeps resets at the hand-over
+            ``setup``); with shorter episodes, e.g. a dockerd that takes 1.6 s
+            to start and 0.5 s episodes, ``warm=4`` keeps resets at the hand-over
             cost. Each prepared sandbox holds its memory while it waits.
         golden: a golden :class:`gvx.Volume` (see :func:`gvx.golden.build`): every
             episode mounts its own O(1) clone at ``volume_path``; the clone is
