@@ -21,8 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
 )
@@ -38,6 +36,9 @@ var (
 	pin     = flag.Bool("pin", false, "pin sandbox i to the i-th CPU this process may use, round robin (Resources.CPUSet)")
 )
 
+// cpus are the CPUs that -pin spreads the sandboxes over.
+var cpus []int
+
 // cmdArgv is the command every sandbox runs, twice.
 var cmdArgv = []string{"echo", "hi"}
 
@@ -52,6 +53,10 @@ func main() {
 	}
 	pinned := "not pinned"
 	if *pin {
+		if cpus = benchfmt.CPUs(); len(cpus) == 0 {
+			fmt.Fprintln(os.Stderr, "fleet: -pin: cannot read this process's CPU affinity")
+			os.Exit(1)
+		}
 		pinned = "each pinned to one CPU"
 	}
 	fmt.Printf("%d sandboxes (%s), %d booting at once, %d commands (`%s`) in flight; %d fleets; load average %s\n\n",
@@ -76,20 +81,10 @@ func fleet(r int) error {
 			}
 		}
 	}()
-	var cpus unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
-		return err
-	}
-	var allowed []int
-	for c := 0; c < len(cpus)*64; c++ {
-		if cpus.IsSet(c) {
-			allowed = append(allowed, c)
-		}
-	}
 	boot, err := each(*booters, func(i int) error {
 		cfg := gvx.Config{OCIImage: *image, Rungv: *rungv, KeepAlive: true}
 		if *pin {
-			cfg.Resources.CPUSet = []int{allowed[i%len(allowed)]}
+			cfg.Resources.CPUSet = []int{cpus[i%len(cpus)]}
 		}
 		sb, err := gvx.New(ctx, cfg)
 		sbs[i] = sb

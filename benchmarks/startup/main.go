@@ -23,8 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
 )
@@ -89,7 +87,8 @@ func main() {
 	fmt.Println("| what | p50 | p99 | min |")
 	fmt.Println("|---|---|---|---|")
 	row("gvx SDK `Exec(true)`", measureExecRTT(sdkConfig()))
-	if cpu, ok := lastCPU(); ok {
+	if cpus := benchfmt.CPUs(); len(cpus) > 1 {
+		cpu := cpus[len(cpus)-1]
 		pinned := sdkConfig()
 		pinned.Resources.CPUSet = []int{cpu}
 		row(fmt.Sprintf("gvx SDK `Exec(true)`, sandbox pinned to CPU %d (`--cpuset-cpus`)", cpu), measureExecRTT(pinned))
@@ -228,22 +227,6 @@ func measureExecRTT(cfg gvx.Config) stats {
 		_, err := sb.Exec(ctx, []string{"true"}, nil)
 		return err
 	})
-}
-
-// lastCPU returns the highest-numbered CPU this process may run on, when
-// it may run on more than one.
-func lastCPU() (int, bool) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() < 2 {
-		return 0, false
-	}
-	last := 0
-	for c := 0; c < len(set)*64; c++ {
-		if set.IsSet(c) {
-			last = c
-		}
-	}
-	return last, true
 }
 
 func dockerAvailable() string {

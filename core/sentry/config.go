@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 
+	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
 	"z.gfire.dev/gvx/core/lockdown"
@@ -142,17 +143,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CPUs < 0 {
 		return c, fmt.Errorf("sentry: CPUs is %d; use a positive count or 0 for the host's", c.CPUs)
 	}
-	distinct := make(map[int]bool, len(c.CPUSet))
+	var set unix.CPUSet
 	for _, cpu := range c.CPUSet {
 		if cpu < 0 || cpu >= maxHostCPU {
 			return c, fmt.Errorf("sentry: CPUSet names CPU %d; host CPUs are numbered 0 to %d", cpu, maxHostCPU-1)
 		}
-		distinct[cpu] = true
+		set.Set(cpu)
 	}
 	if c.CPUs == 0 {
 		c.CPUs = runtime.NumCPU()
-		if len(distinct) > 0 {
-			c.CPUs = len(distinct)
+		if n := set.Count(); n > 0 {
+			c.CPUs = n
 		}
 	}
 	if c.PidsLimit < 0 {

@@ -2,7 +2,6 @@ package sentry
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,62 +27,26 @@ const maxHostCPU = len(unix.CPUSet{}) * 64
 // sandboxes pinned to different CPUs also stop competing for each
 // other's caches.
 //
-// Preconditions: the platform has not started (no stub process exists).
+// Preconditions: cpus passed Config.withDefaults; the platform has not
+// started (no stub process exists).
 func pinToCPUs(cpus []int) error {
 	var allowed, want unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
 		return fmt.Errorf("sentry: reading this process's CPU affinity: %w", err)
 	}
 	for _, c := range cpus {
-		if c < 0 || c >= maxHostCPU || !allowed.IsSet(c) {
+		if !allowed.IsSet(c) {
 			return fmt.Errorf("sentry: CPU %d is not one this process may run on (it may use %s); pick CPUs from that list", c, formatCPUSet(&allowed))
 		}
 		want.Set(c)
 	}
-	// A thread made while this runs inherits the mask of the thread that
-	// made it, which may not be pinned yet: repeat until a pass finds no
-	// thread it has not pinned.
-	pinned := make(map[int]bool)
-	for {
-		tids, err := threadIDs()
-		if err != nil {
-			return err
-		}
-		fresh := false
-		for _, tid := range tids {
-			if pinned[tid] {
-				continue
-			}
-			// ESRCH: the thread exited meanwhile.
-			if err := unix.SchedSetaffinity(tid, &want); err != nil && err != unix.ESRCH {
-				return fmt.Errorf("sentry: pinning thread %d to CPUs %s: %w", tid, formatCPUSet(&want), err)
-			}
-			pinned[tid] = true
-			fresh = true
-		}
-		if !fresh {
-			break
-		}
+	if err := setAffinityAllThreads(&want); err != nil {
+		return fmt.Errorf("sentry: pinning this process's threads to CPUs %s: %w", formatCPUSet(&want), err)
 	}
 	if n := want.Count(); n < runtime.GOMAXPROCS(0) {
 		runtime.GOMAXPROCS(n)
 	}
 	return nil
-}
-
-// threadIDs lists the threads of this process.
-func threadIDs() ([]int, error) {
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil, fmt.Errorf("sentry: listing this process's threads: %w", err)
-	}
-	tids := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
-	}
-	return tids, nil
 }
 
 // formatCPUSet writes s as a CPU list, as in "0-3,6".

@@ -1,5 +1,6 @@
 // Package benchfmt holds what the benchmark commands share when they report
-// figures: percentiles of timings and the machine's load while they ran.
+// figures: percentiles of timings, the machine's load while they ran, and
+// the CPUs they may pin sandboxes to.
 package benchfmt
 
 import (
@@ -7,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of ds,
@@ -33,4 +36,20 @@ func LoadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// CPUs returns the CPUs this process may run on, in order; nil if its
+// affinity cannot be read.
+func CPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
 }

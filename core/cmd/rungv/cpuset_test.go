@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -58,26 +56,9 @@ func TestRunCPUSet(t *testing.T) {
 	}
 
 	img := testImage(t)
-	sock := filepath.Join(t.TempDir(), "box.sock")
-	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--keep-alive", "--control", "unix:"+sock,
-		"--cpuset-cpus", strconv.Itoa(cpu), img)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, _, c := startControlled(t, filepath.Join(t.TempDir(), "box.sock"), "--cpuset-cpus", strconv.Itoa(cpu), img)
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	var c *control.Client
-	var err error
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err = control.Dial(context.Background(), "unix:"+sock); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("dial: %v (%s)", err, stderr.String())
-	}
 	defer c.Close()
 	var out bytes.Buffer
 	if res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"busybox", "nproc"}}, control.ExecIO{Stdout: &out}); err != nil || res.ExitCode != 0 {

@@ -170,26 +170,34 @@ func TestRunTimeoutAndSignals(t *testing.T) {
 
 // TestRunControlSocket drives a --keep-alive sandbox through its control
 // socket, then stops it: the socket file is gone afterwards.
-func TestRunControlSocket(t *testing.T) {
-	img := testImage(t)
-	sock := filepath.Join(t.TempDir(), "box.sock")
-	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--keep-alive", "--control", "unix:"+sock, img)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+// startControlled starts `rungv run -q --keep-alive --control unix:SOCK
+// ARGS...` and dials its control socket. The caller kills or stops cmd.
+func startControlled(t *testing.T, sock string, args ...string) (*exec.Cmd, *bytes.Buffer, *control.Client) {
+	t.Helper()
+	cmd := exec.Command(rungvBinary, append([]string{"--cache", sharedCache(t), "run", "-q", "--keep-alive", "--control", "unix:" + sock}, args...)...)
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
 	var c *control.Client
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err = control.Dial(context.Background(), "unix:"+sock); err == nil {
-			break
+			return cmd, stderr, c
 		}
 	}
-	if err != nil {
-		t.Fatalf("dial: %v (%s)", err, stderr.String())
-	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatalf("dial: %v (%s)", err, stderr.String())
+	return nil, nil, nil
+}
+
+func TestRunControlSocket(t *testing.T) {
+	img := testImage(t)
+	sock := filepath.Join(t.TempDir(), "box.sock")
+	cmd, stderr, c := startControlled(t, sock, img)
+	defer cmd.Process.Kill()
 	var out bytes.Buffer
 	res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"sh", "-c", "echo via socket; exit 4"}}, control.ExecIO{Stdout: &out})
 	if err != nil || res.ExitCode != 4 || out.String() != "via socket\n" {
