@@ -5,8 +5,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
-	"hash"
 	"io"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -39,6 +39,9 @@ type FlattenOptions struct {
 	// Progress, if set, is called as layers are read, from another
 	// goroutine.
 	Progress func(Progress)
+	// GoInflate inflates gzip layers in this process even where igzip is
+	// installed (see Inflater).
+	GoInflate bool
 }
 
 // progressStep is how many bytes pass between Progress calls.
@@ -82,7 +85,7 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		}
 		p.Layer = i + 1
 		p.Done, p.Size = 0, 0
-		src := layerSource{layer: l, diffID: cf.RootFS.DiffIDs[i]}
+		src := layerSource{layer: l, diffID: cf.RootFS.DiffIDs[i], goInflate: opts.GoInflate}
 		if manifestLayers != nil {
 			src.digest = manifestLayers[i].Digest
 			p.Size = manifestLayers[i].Size
@@ -108,6 +111,8 @@ type layerSource struct {
 	// digest names the compressed blob; zero when read uncompressed.
 	digest v1.Hash
 	diffID v1.Hash
+	// goInflate keeps gzip inflation in this process.
+	goInflate bool
 }
 
 func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, progress func(Progress)) error {
@@ -125,28 +130,38 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 	}
 	defer rc.Close()
 
-	// The producer goroutine reads and decompresses; this one parses the
-	// tar, hashes the uncompressed stream and writes content.
+	// The producer goroutine reads, decompresses and hashes the
+	// uncompressed stream; this one parses the tar and writes content,
+	// which is the longer job.
 	raw := &countingReader{r: rc, p: p, progress: progress}
-	ra := newReadahead(ctx, func() (io.Reader, func() error, error) { return decompress(raw) })
+	h := sha256.New()
+	ra := newReadahead(ctx, func() (io.Reader, func() error, error) {
+		r, release, err := decompress(ctx, raw, s.goInflate)
+		if err != nil {
+			return nil, nil, err
+		}
+		return io.TeeReader(r, h), release, nil
+	})
 	defer ra.Close()
-	uncompressed := &hashingReader{r: ra, h: sha256.New()}
-	if err := f.ApplyLayer(uncompressed); err != nil {
+	if err := f.ApplyLayer(ra); err != nil {
 		return err
 	}
 	// The tar end marker may be followed by padding; the digest covers it.
-	if _, err := io.Copy(io.Discard, uncompressed); err != nil {
+	if _, err := io.Copy(io.Discard, ra); err != nil {
 		return fmt.Errorf("reading past the end of the tar stream: %w (the blob is truncated or corrupt)", err)
 	}
-	if got := uncompressed.sum(); got != s.diffID.Hex {
+	// The producer hashed the last bytes before it sent the end of the
+	// stream that io.Copy saw.
+	if got := hex.EncodeToString(h.Sum(nil)); got != s.diffID.Hex {
 		return fmt.Errorf("uncompressed content has digest sha256:%s, but the image config says %s; the blob is corrupt or does not belong to this image (pull it again)", got, s.diffID)
 	}
 	return nil
 }
 
 // decompress sniffs r's compression (gzip, zstd or none) and returns the
-// decompressed stream and a function that releases the decoder.
-func decompress(r io.Reader) (io.Reader, func() error, error) {
+// decompressed stream and a function that releases the decoder. Gzip goes
+// to igzip when it is installed, unless goInflate.
+func decompress(ctx context.Context, r io.Reader, goInflate bool) (io.Reader, func() error, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(4)
 	if err != nil && err != io.EOF {
@@ -154,6 +169,13 @@ func decompress(r io.Reader) (io.Reader, func() error, error) {
 	}
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		if path := igzipPath(); path != "" && !goInflate {
+			zr, err := startIgzip(ctx, path, br)
+			if err != nil {
+				return nil, nil, err
+			}
+			return zr, zr.Close, nil
+		}
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, nil, fmt.Errorf("gzip: %w (the blob is corrupt)", err)
@@ -189,16 +211,3 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-type hashingReader struct {
-	r io.Reader
-	h hash.Hash
-}
-
-func (h *hashingReader) Read(b []byte) (int, error) {
-	n, err := h.r.Read(b)
-	h.h.Write(b[:n])
-	return n, err
-}
-
-func (h *hashingReader) sum() string { return fmt.Sprintf("%x", h.h.Sum(nil)) }

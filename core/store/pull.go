@@ -62,6 +62,9 @@ type PullOptions struct {
 	// Progress receives events; it may be called from several
 	// goroutines, never concurrently.
 	Progress func(Event)
+	// GoInflate inflates gzip layers in this process even where igzip is
+	// installed (image.Inflater).
+	GoInflate bool
 }
 
 // Pull resolves ref, converts the image into an EROFS root filesystem if
@@ -93,17 +96,29 @@ func (s *Store) Pull(ctx context.Context, refString string, opts PullOptions) (*
 	id := configDigest.String()
 	emit(Event{Kind: EventResolved, Ref: refKey, ID: id})
 
-	if err := s.ensure(ctx, img, id, ref, emit, refKey); err != nil {
+	job := conversion{img: img, id: id, ref: ref, refKey: refKey, emit: emit, goInflate: opts.GoInflate}
+	if err := s.ensure(ctx, job); err != nil {
 		return nil, err
 	}
 	return s.Get(id)
 }
 
-// ensure makes sure image id is cached — converting img if it is not —
-// and records refKey for it, all under the per-image lock, so that a
-// concurrent rmi or prune never deletes an image between its conversion
-// and its reference.
-func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) error {
+// conversion is one image a Pull makes sure of.
+type conversion struct {
+	img       v1.Image
+	id        string // the image ID (config digest)
+	ref       image.Reference
+	refKey    string // the reference as recorded in the cache
+	emit      func(Event)
+	goInflate bool
+}
+
+// ensure makes sure image job.id is cached — converting job.img if it is
+// not — and records job.refKey for it, all under the per-image lock, so
+// that a concurrent rmi or prune never deletes an image between its
+// conversion and its reference.
+func (s *Store) ensure(ctx context.Context, job conversion) error {
+	id, refKey, emit := job.id, job.refKey, job.emit
 	lockPath := s.imageLock(id)
 	lock, held, err := flock.TryAcquire(lockPath)
 	if err != nil {
@@ -121,7 +136,7 @@ func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.R
 	case err == nil:
 		emit(Event{Kind: EventCached, Ref: refKey, ID: id, Image: cached})
 	case errors.Is(err, os.ErrNotExist):
-		if _, err := s.convert(ctx, img, id, ref, emit, refKey); err != nil {
+		if _, err := s.convert(ctx, job); err != nil {
 			return err
 		}
 	default:
@@ -139,7 +154,8 @@ func (s *Store) ensure(ctx context.Context, img v1.Image, id string, ref image.R
 // convert builds the image in tmp/ and renames it into images/.
 //
 // Preconditions: the per-image lock is held.
-func (s *Store) convert(ctx context.Context, img v1.Image, id string, ref image.Reference, emit func(Event), refKey string) (*Image, error) {
+func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
+	img, id, ref, refKey, emit := job.img, job.id, job.ref, job.refKey, job.emit
 	start := time.Now()
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -162,6 +178,7 @@ func (s *Store) convert(ctx context.Context, img v1.Image, id string, ref image.
 	w := erofs.NewWriter(f)
 	root, fstats, err := image.Flatten(ctx, img, w, image.FlattenOptions{
 		Uncompressed: ref.Transport == image.DockerArchive,
+		GoInflate:    job.goInflate,
 		Progress: func(p image.Progress) {
 			emit(Event{Kind: EventLayer, Ref: refKey, ID: id, Progress: p})
 		},

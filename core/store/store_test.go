@@ -111,13 +111,26 @@ func TestPullTreeEquality(t *testing.T) {
 
 	var sums []string
 	var ids []string
-	for _, ref := range []string{regRef, b.LayoutRef(), b.ArchiveRef()} {
-		t.Run(strings.SplitN(ref, ":", 2)[0], func(t *testing.T) {
+	// The layout is pulled twice: inflated by igzip (where installed) and
+	// in Go; both must give the same bytes.
+	sources := []struct {
+		name, ref string
+		goInflate bool
+	}{
+		{"registry", regRef, false},
+		{"oci/" + image.Inflater(), b.LayoutRef(), false},
+		{"oci/go", b.LayoutRef(), true},
+		{"docker-archive", b.ArchiveRef(), false},
+	}
+	for _, src := range sources {
+		ref := src.ref
+		t.Run(src.name, func(t *testing.T) {
 			s := newStore(t)
 			var events []EventKind
 			img, err := s.Pull(context.Background(), ref, PullOptions{
-				Options:  image.Options{Insecure: true},
-				Progress: func(e Event) { events = append(events, e.Kind) },
+				Options:   image.Options{Insecure: true},
+				Progress:  func(e Event) { events = append(events, e.Kind) },
+				GoInflate: src.goInflate,
 			})
 			if err != nil {
 				t.Fatalf("pull %s: %v", ref, err)
@@ -355,26 +368,32 @@ func TestPullRejectsDamagedImages(t *testing.T) {
 		{"other content", otherLayer, []string{"layer 1 of 3", "does not belong to this image"}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ref := corruptLayout(t, b, c.damage)
-			s := newStore(t)
-			_, err := s.Pull(context.Background(), ref, PullOptions{})
-			if err == nil {
-				t.Fatal("pull of a damaged image succeeded")
+		for _, goInflate := range []bool{false, true} {
+			name := c.name + "/" + image.Inflater()
+			if goInflate {
+				name = c.name + "/go"
 			}
-			t.Logf("error: %v", err)
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %q", err, w)
+			t.Run(name, func(t *testing.T) {
+				ref := corruptLayout(t, b, c.damage)
+				s := newStore(t)
+				_, err := s.Pull(context.Background(), ref, PullOptions{GoInflate: goInflate})
+				if err == nil {
+					t.Fatal("pull of a damaged image succeeded")
 				}
-			}
-			if imgs, _ := s.List(); len(imgs) != 0 {
-				t.Errorf("a damaged image was cached")
-			}
-			if entries, _ := os.ReadDir(filepath.Join(s.Root(), tmpDir)); len(entries) != 0 {
-				t.Errorf("tmp/ not empty after a failed pull: %v", entries)
-			}
-		})
+				t.Logf("error: %v", err)
+				for _, w := range c.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
+				}
+				if imgs, _ := s.List(); len(imgs) != 0 {
+					t.Errorf("a damaged image was cached")
+				}
+				if entries, _ := os.ReadDir(filepath.Join(s.Root(), tmpDir)); len(entries) != 0 {
+					t.Errorf("tmp/ not empty after a failed pull: %v", entries)
+				}
+			})
+		}
 	}
 	t.Run("unknown digest", func(t *testing.T) {
 		_, err := newStore(t).Pull(context.Background(), "oci:"+b.Layout+"@sha256:"+strings.Repeat("0", 64), PullOptions{})
