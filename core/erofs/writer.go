@@ -81,6 +81,8 @@ type Writer struct {
 	// writtenFrom and written are the chunk whose writeback started last;
 	// the next chunk waits for it.
 	writtenFrom, written int64
+	// onWriteback, if set, is called after each chunk's writeback starts.
+	onWriteback func()
 }
 
 // NewWriter returns a writer that builds an image in f, which must be empty
@@ -88,6 +90,12 @@ type Writer struct {
 func NewWriter(f *os.File) *Writer {
 	return &Writer{f: f, next: 1, buf: make([]byte, copyBufferSize)}
 }
+
+// OnWriteback sets fn to be called, on the caller's goroutine, each time the
+// writer has started writing back a chunk of content (writebackChunk bytes).
+// The image cache uses it to make the image durable while it is still being
+// written, so that its final fsync has little left to flush.
+func (w *Writer) OnWriteback(fn func()) { w.onWriteback = fn }
 
 // AddFile appends size bytes read from r as the content of a regular file and
 // returns the handle to store in fstree.Node.Data. It fails if r ends early.
@@ -146,6 +154,9 @@ func (w *Writer) startWriteback() {
 	}
 	w.writtenFrom, w.written = w.writeback, end-w.writeback
 	w.writeback = end
+	if w.onWriteback != nil {
+		w.onWriteback()
+	}
 }
 
 // writeSparse writes b at off, skipping whole zero blocks so they stay holes.

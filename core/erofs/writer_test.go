@@ -366,3 +366,24 @@ func sum(t *testing.T, path string) string {
 	io.Copy(h, f)
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
+
+// TestWriterOnWriteback checks the hook the image cache flushes by runs
+// once per writeback chunk, including for content written as holes.
+func TestWriterOnWriteback(t *testing.T) {
+	f := tempImage(t)
+	b := newBuilder(t, f)
+	calls := 0
+	b.w.OnWriteback(func() { calls++ })
+	rng := rand.New(rand.NewSource(3))
+	data := make([]byte, writebackChunk+writebackChunk/2)
+	rng.Read(data)
+	b.bytes("a", data)
+	if calls != 1 {
+		t.Fatalf("after %d bytes: %d calls, want 1", len(data), calls)
+	}
+	b.file("zeros", 0o644, writebackChunk, func() io.Reader { return io.LimitReader(zeroReader{}, writebackChunk) })
+	if calls != 2 {
+		t.Fatalf("after %d more bytes of zeros: %d calls, want 2", writebackChunk, calls)
+	}
+	b.finish()
+}

@@ -176,6 +176,9 @@ func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
 	defer f.Close()
 
 	w := erofs.NewWriter(f)
+	flush := startFlusher(f)
+	defer flush.Stop()
+	w.OnWriteback(flush.Kick)
 	root, fstats, err := image.Flatten(ctx, img, w, image.FlattenOptions{
 		Uncompressed: ref.Transport == image.DockerArchive,
 		GoInflate:    job.goInflate,
@@ -197,6 +200,9 @@ func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: writing the EROFS image: %w", refKey, err)
+	}
+	if err := flush.Stop(); err != nil {
+		return nil, fmt.Errorf("%s: writing the EROFS image to disk: %w", refKey, err)
 	}
 	if err := f.Sync(); err != nil {
 		return nil, err
