@@ -320,6 +320,53 @@ func TestClientCloseKillsItsExecs(t *testing.T) {
 	}
 }
 
+// TestGoneClientIsNotLogged checks that answers which cannot be delivered
+// because the client went away, as a pool closing its sandboxes does, make
+// no noise on the server's log.
+func TestGoneClientIsNotLogged(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var logged []string
+	srv := NewServer(newTestBackend())
+	srv.Logf = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, args...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		srv.Serve(ctx, l)
+		close(done)
+	}()
+	for range 20 {
+		c, err := Dial(context.Background(), "unix:"+sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{})
+		go func() {
+			close(started)
+			c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+		}()
+		<-started
+		time.Sleep(5 * time.Millisecond)
+		c.Close()
+	}
+	time.Sleep(100 * time.Millisecond) // the killed execs answer
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) > 0 {
+		t.Errorf("the server logged %d lines for clients that went away, first: %s", len(logged), logged[0])
+	}
+}
+
 func TestFiles(t *testing.T) {
 	c, _ := serve(t, newTestBackend())
 	ctx := context.Background()

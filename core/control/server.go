@@ -256,9 +256,16 @@ func (sc *serverConn) handle(ctx context.Context, m message, call *serverCall) {
 	} else if resp.Result, err = json.Marshal(result); err != nil {
 		resp.Error = Errorf(CodeInternal, "encoding the result: %v", err)
 	}
-	if err := sc.fw.writeJSON(resp); err != nil {
+	if err := sc.fw.writeJSON(resp); err != nil && !connGone(err) {
 		sc.s.logf("control: answering request %d: %v", m.ID, err)
 	}
+}
+
+// connGone reports whether err only says the connection is no longer there:
+// closed by this side as the sandbox stops, or by a client that went away
+// without waiting for its answer. Neither is worth a line on stderr.
+func connGone(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall) (any, error) {
