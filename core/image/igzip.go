@@ -95,6 +95,9 @@ func startIgzip(ctx context.Context, path string, src io.Reader) (*igzipReader, 
 	if err != nil {
 		inW.Close()
 		outR.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fmt.Errorf("gzip: starting %s: %w (set %s=go to inflate without it)", path, err, InflateEnv)
 	}
 	go r.feed(inW, src)

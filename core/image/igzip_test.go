@@ -93,6 +93,14 @@ func TestIgzipErrors(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+	t.Run("cancelled before", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		// A cancelled pull is not igzip's fault: no advice to drop it.
+		if _, _, err := inflate(ctx, bytes.NewReader(blob), false); !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), InflateEnv) {
+			t.Fatalf("got %v, want just context.Canceled", err)
+		}
+	})
 	t.Run("cancelled", func(t *testing.T) {
 		// A download that stalls, as an HTTP body does, until the
 		// pull is cancelled.
