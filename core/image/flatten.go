@@ -46,6 +46,9 @@ type FlattenStats struct {
 	Whiteouts int // whiteout and opaque markers applied
 	// XattrFiles is how many inodes of the final tree carry xattrs.
 	XattrFiles int
+	// GzipInflater is what inflated the gzip layers, "igzip" or "go"; empty
+	// if no layer was gzip. Set by Flatten.
+	GzipInflater string
 }
 
 // dirent names one entry of a directory.

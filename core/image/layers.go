@@ -79,6 +79,7 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		p.AllSize += d.Size
 	}
 	f := NewFlattener(sink)
+	var gzipInflater string
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, FlattenStats{}, err
@@ -96,6 +97,9 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		if err := src.apply(ctx, f, &p, opts.Progress); err != nil {
 			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), p.Digest, err)
 		}
+		if src.inflater != "" {
+			gzipInflater = src.inflater
+		}
 		p.AllDone += p.Done
 		if opts.Progress != nil {
 			done := p
@@ -103,7 +107,9 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 			opts.Progress(done)
 		}
 	}
-	return f.Root(), f.Stats(), nil
+	stats := f.Stats()
+	stats.GzipInflater = gzipInflater
+	return f.Root(), stats, nil
 }
 
 type layerSource struct {
@@ -113,6 +119,8 @@ type layerSource struct {
 	diffID v1.Hash
 	// goInflate keeps gzip inflation in this process.
 	goInflate bool
+	// inflater is set by apply to what inflated the layer, if it was gzip.
+	inflater string
 }
 
 func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, progress func(Progress)) error {
@@ -139,6 +147,13 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 		r, release, err := decompress(ctx, raw, s.goInflate)
 		if err != nil {
 			return nil, nil, err
+		}
+		// Read by Flatten once ra is closed, after this goroutine ends.
+		switch r.(type) {
+		case *igzipReader:
+			s.inflater = "igzip"
+		case *gzip.Reader:
+			s.inflater = "go"
 		}
 		return io.TeeReader(r, h), release, nil
 	})

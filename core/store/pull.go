@@ -54,6 +54,9 @@ type PullStats struct {
 	Files      uint64
 	XattrFiles int
 	DeadBlocks uint32 // content later layers replaced, squeezed out
+	// GzipInflater is what inflated gzip layers: "igzip", "go", or empty
+	// when no layer was gzip.
+	GzipInflater string
 }
 
 // PullOptions control Pull.
@@ -240,11 +243,12 @@ func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
 	syncDir(filepath.Dir(dst))
 	meta.Dir = dst
 	emit(Event{Kind: EventDone, Ref: refKey, ID: id, Image: meta, Stats: PullStats{
-		Duration:   time.Since(start),
-		Entries:    fstats.Entries,
-		Files:      estats.Inodes,
-		XattrFiles: fstats.XattrFiles,
-		DeadBlocks: estats.DeadBlocks,
+		Duration:     time.Since(start),
+		Entries:      fstats.Entries,
+		Files:        estats.Inodes,
+		XattrFiles:   fstats.XattrFiles,
+		GzipInflater: fstats.GzipInflater,
+		DeadBlocks:   estats.DeadBlocks,
 	}})
 	return meta, nil
 }

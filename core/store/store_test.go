@@ -127,9 +127,13 @@ func TestPullTreeEquality(t *testing.T) {
 		t.Run(src.name, func(t *testing.T) {
 			s := newStore(t)
 			var events []EventKind
+			var stats PullStats
 			img, err := s.Pull(context.Background(), ref, PullOptions{
-				Options:   image.Options{Insecure: true},
-				Progress:  func(e Event) { events = append(events, e.Kind) },
+				Options: image.Options{Insecure: true},
+				Progress: func(e Event) {
+					events = append(events, e.Kind)
+					stats = e.Stats
+				},
 				GoInflate: src.goInflate,
 			})
 			if err != nil {
@@ -137,6 +141,17 @@ func TestPullTreeEquality(t *testing.T) {
 			}
 			if events[0] != EventResolved || events[len(events)-1] != EventDone {
 				t.Errorf("events %v: want resolved first and done last", events)
+			}
+			// The test image's layers are gzip, except in the docker archive.
+			wantInflater := image.Inflater()
+			switch {
+			case src.name == "docker-archive":
+				wantInflater = ""
+			case src.goInflate:
+				wantInflater = "go"
+			}
+			if stats.GzipInflater != wantInflater {
+				t.Errorf("layers inflated by %q, want %q", stats.GzipInflater, wantInflater)
 			}
 			ids = append(ids, img.ID)
 			sums = append(sums, filehash.SHA256(t, img.ErofsPath()))
