@@ -18,12 +18,15 @@ import (
 // installed; anything else (or nothing) uses igzip when it is on PATH.
 const InflateEnv = "GVX_INFLATE"
 
-// igzipPath finds ISA-L's igzip (Debian package isal) once. Inflating is
-// what bounds a pull, and igzip inflates 2.3-2.8× faster than the best Go
-// inflater on these machines (1.2-1.6 s against 3.5-3.8 s for a 346 MB
-// Debian layer), so a pull hands gzip layers to it when it is installed,
-// as containerd hands them to unpigz.
-var igzipPath = sync.OnceValue(func() string {
+// igzipPath finds ISA-L's igzip (Debian package isal), or returns "" where
+// it is missing or InflateEnv says "go". Inflating is what bounds a pull,
+// and igzip inflates 2.3-2.8× faster than the best Go inflater on these
+// machines (1.2-1.6 s against 3.5-3.8 s for a 346 MB Debian layer), so a
+// pull hands gzip layers to it when it is installed, as containerd hands
+// them to unpigz. It looks every time, so a long-lived process (Python
+// with libgvx) follows changes to the environment; a look costs a few
+// stat calls.
+func igzipPath() string {
 	if os.Getenv(InflateEnv) == "go" {
 		return ""
 	}
@@ -32,7 +35,7 @@ var igzipPath = sync.OnceValue(func() string {
 		return ""
 	}
 	return p
-})
+}
 
 // Inflater names what inflates gzip layers in this process by default:
 // "igzip" or "go".

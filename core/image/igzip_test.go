@@ -129,3 +129,17 @@ func (c ctxReader) Read([]byte) (int, error) {
 	<-c.ctx.Done()
 	return 0, c.ctx.Err()
 }
+
+// TestInflateEnvIsReadEachTime checks that a long-lived process (Python
+// with libgvx) can switch inflaters between pulls.
+func TestInflateEnvIsReadEachTime(t *testing.T) {
+	requireIgzip(t)
+	t.Setenv(InflateEnv, "go")
+	if got := Inflater(); got != "go" {
+		t.Errorf("with %s=go: %q", InflateEnv, got)
+	}
+	t.Setenv(InflateEnv, "")
+	if got := Inflater(); got != "igzip" {
+		t.Errorf("with %s unset again: %q", InflateEnv, got)
+	}
+}
