@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/tailbuf"
 )
 
 // stderrTail is how much of rungv's stderr a Sandbox keeps for errors.
@@ -28,7 +29,7 @@ const closeGrace = 5 * time.Second
 type Sandbox struct {
 	cmd    *exec.Cmd
 	client *control.Client
-	tail   *tailBuffer
+	tail   *tailbuf.Buffer
 
 	exited  chan struct{} // closed when the rungv process has exited
 	waitErr error
@@ -60,7 +61,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		theirs.Close()
 		return nil, err
 	}
-	tail := &tailBuffer{max: stderrTail}
+	tail := &tailbuf.Buffer{Max: stderrTail}
 	cmd := exec.Command(rungv, args...)
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.Stdin = cfg.Stdin
@@ -355,27 +356,4 @@ func (sb *Sandbox) Close() error {
 		sb.client.Close()
 	})
 	return sb.closeErr
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

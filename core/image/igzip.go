@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/internal/tailbuf"
 )
 
 // InflateEnv names the environment variable that picks how gzip layers are
@@ -46,8 +48,8 @@ func Inflater() string {
 	return "go"
 }
 
-// stderrLimit caps how much of igzip's complaint is kept for the error.
-const stderrLimit = 4 << 10
+// stderrTail is how much of igzip's complaint is kept for the error.
+const stderrTail = 4 << 10
 
 // pipeSize is the buffer of the pipes to and from igzip. The default 64 KiB
 // makes igzip and this process hand over the CPU every 64 KiB; with 1 MiB
@@ -60,7 +62,7 @@ const pipeSize = 1 << 20
 type igzipReader struct {
 	cmd    *exec.Cmd
 	stdout *os.File
-	stderr limitedBuffer
+	stderr tailbuf.Buffer
 	// fed is closed when the goroutine feeding igzip's stdin is done;
 	// sourceErr is then why the source ended early, if it did.
 	fed       chan struct{}
@@ -86,7 +88,7 @@ func startIgzip(ctx context.Context, path string, src io.Reader) (*igzipReader, 
 	unix.FcntlInt(inW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	unix.FcntlInt(outW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 
-	r := &igzipReader{stdout: outR, fed: make(chan struct{})}
+	r := &igzipReader{stdout: outR, stderr: tailbuf.Buffer{Max: stderrTail}, fed: make(chan struct{})}
 	r.cmd = exec.CommandContext(ctx, path, "-d", "-c")
 	r.cmd.Stdin = inR
 	r.cmd.Stdout = outW
@@ -112,15 +114,11 @@ func startIgzip(ctx context.Context, path string, src io.Reader) (*igzipReader, 
 func (r *igzipReader) feed(stdin *os.File, src io.Reader) {
 	defer close(r.fed)
 	defer stdin.Close()
-	_, err := io.Copy(stdin, readerOnly{src})
+	_, err := io.Copy(stdin, src)
 	if err != nil && !errors.Is(err, unix.EPIPE) {
 		r.sourceErr = err
 	}
 }
-
-// readerOnly hides src's other methods, so io.Copy cannot splice from it
-// behind the feeder's back.
-type readerOnly struct{ io.Reader }
 
 // Read implements io.Reader. The end of igzip's output is an end of
 // stream only if igzip exited cleanly; otherwise it is the reason it did
@@ -168,26 +166,4 @@ func (r *igzipReader) Close() error {
 	}
 	r.wait()
 	return nil
-}
-
-// limitedBuffer keeps the first stderrLimit bytes written to it.
-type limitedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-// Write implements io.Writer.
-func (l *limitedBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if room := stderrLimit - len(l.buf); room > 0 {
-		l.buf = append(l.buf, b[:min(room, len(b))]...)
-	}
-	return len(b), nil
-}
-
-func (l *limitedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.buf)
 }

@@ -38,7 +38,7 @@ func gzipped(t *testing.T, content []byte) []byte {
 }
 
 func inflate(ctx context.Context, src io.Reader, goInflate bool) (reader io.Reader, out []byte, err error) {
-	r, release, err := decompress(ctx, src, goInflate)
+	r, release, _, err := decompress(ctx, src, inflaterPath(goInflate))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +106,7 @@ func TestIgzipErrors(t *testing.T) {
 		// pull is cancelled.
 		ctx, cancel := context.WithCancel(context.Background())
 		stalled := io.MultiReader(bytes.NewReader(blob[:1000]), ctxReader{ctx})
-		r, release, err := decompress(ctx, stalled, false)
+		r, release, _, err := decompress(ctx, stalled, inflaterPath(false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,6 +116,14 @@ func TestIgzipErrors(t *testing.T) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
 	})
+}
+
+// inflaterPath is the igzip argument of decompress: "" to inflate in Go.
+func inflaterPath(goInflate bool) string {
+	if goInflate {
+		return ""
+	}
+	return igzipPath()
 }
 
 type errReader struct{ err error }

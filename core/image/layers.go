@@ -79,14 +79,19 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		p.AllSize += d.Size
 	}
 	f := NewFlattener(sink)
-	var gzipInflater string
+	// Looked up once: every gzip layer of the image goes the same way.
+	var igzip string
+	if !opts.GoInflate {
+		igzip = igzipPath()
+	}
+	gzipped := false
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
 			return nil, FlattenStats{}, err
 		}
 		p.Layer = i + 1
 		p.Done, p.Size = 0, 0
-		src := layerSource{layer: l, diffID: cf.RootFS.DiffIDs[i], goInflate: opts.GoInflate}
+		src := layerSource{layer: l, diffID: cf.RootFS.DiffIDs[i], igzip: igzip}
 		if manifestLayers != nil {
 			src.digest = manifestLayers[i].Digest
 			p.Size = manifestLayers[i].Size
@@ -97,9 +102,7 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		if err := src.apply(ctx, f, &p, opts.Progress); err != nil {
 			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), p.Digest, err)
 		}
-		if src.inflater != "" {
-			gzipInflater = src.inflater
-		}
+		gzipped = gzipped || src.gzipped
 		p.AllDone += p.Done
 		if opts.Progress != nil {
 			done := p
@@ -108,7 +111,12 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		}
 	}
 	stats := f.Stats()
-	stats.GzipInflater = gzipInflater
+	switch {
+	case gzipped && igzip != "":
+		stats.GzipInflater = "igzip"
+	case gzipped:
+		stats.GzipInflater = "go"
+	}
 	return f.Root(), stats, nil
 }
 
@@ -117,10 +125,10 @@ type layerSource struct {
 	// digest names the compressed blob; zero when read uncompressed.
 	digest v1.Hash
 	diffID v1.Hash
-	// goInflate keeps gzip inflation in this process.
-	goInflate bool
-	// inflater is set by apply to what inflated the layer, if it was gzip.
-	inflater string
+	// igzip is the igzip binary that inflates gzip; "": inflate in Go.
+	igzip string
+	// gzipped is set by apply if the layer was gzip.
+	gzipped bool
 }
 
 func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, progress func(Progress)) error {
@@ -144,17 +152,12 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 	raw := &countingReader{r: rc, p: p, progress: progress}
 	h := sha256.New()
 	ra := newReadahead(ctx, func() (io.Reader, func() error, error) {
-		r, release, err := decompress(ctx, raw, s.goInflate)
+		r, release, gzipped, err := decompress(ctx, raw, s.igzip)
 		if err != nil {
 			return nil, nil, err
 		}
 		// Read by Flatten once ra is closed, after this goroutine ends.
-		switch r.(type) {
-		case *igzipReader:
-			s.inflater = "igzip"
-		case *gzip.Reader:
-			s.inflater = "go"
-		}
+		s.gzipped = gzipped
 		return io.TeeReader(r, h), release, nil
 	})
 	defer ra.Close()
@@ -174,38 +177,38 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 }
 
 // decompress sniffs r's compression (gzip, zstd or none) and returns the
-// decompressed stream and a function that releases the decoder. Gzip goes
-// to igzip when it is installed, unless goInflate.
-func decompress(ctx context.Context, r io.Reader, goInflate bool) (io.Reader, func() error, error) {
+// decompressed stream, a function that releases the decoder, and whether
+// the stream was gzip. Gzip goes to the igzip binary if one is given.
+func decompress(ctx context.Context, r io.Reader, igzip string) (_ io.Reader, release func() error, gzipped bool, _ error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(4)
 	if err != nil && err != io.EOF {
-		return nil, nil, fmt.Errorf("reading: %w", err)
+		return nil, nil, false, fmt.Errorf("reading: %w", err)
 	}
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
-		if path := igzipPath(); path != "" && !goInflate {
-			zr, err := startIgzip(ctx, path, br)
+		if igzip != "" {
+			zr, err := startIgzip(ctx, igzip, br)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
-			return zr, zr.Close, nil
+			return zr, zr.Close, true, nil
 		}
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, nil, fmt.Errorf("gzip: %w (the blob is corrupt)", err)
+			return nil, nil, false, fmt.Errorf("gzip: %w (the blob is corrupt)", err)
 		}
 		// Concatenated gzip members are one stream; that is what
 		// compress/gzip does too.
-		return zr, zr.Close, nil
+		return zr, zr.Close, true, nil
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
 		if err != nil {
-			return nil, nil, fmt.Errorf("zstd: %w", err)
+			return nil, nil, false, fmt.Errorf("zstd: %w", err)
 		}
-		return zr, func() error { zr.Close(); return nil }, nil
+		return zr, func() error { zr.Close(); return nil }, false, nil
 	}
-	return br, func() error { return nil }, nil
+	return br, func() error { return nil }, false, nil
 }
 
 type countingReader struct {
