@@ -60,6 +60,7 @@ const pipeSize = 1 << 20
 // The child sees only the compressed bytes on its stdin and writes only to
 // its stdout and stderr pipes; it never opens a file.
 type igzipReader struct {
+	ctx    context.Context
 	cmd    *exec.Cmd
 	stdout *os.File
 	stderr tailbuf.Buffer
@@ -88,7 +89,7 @@ func startIgzip(ctx context.Context, path string, src io.Reader) (*igzipReader, 
 	unix.FcntlInt(inW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 	unix.FcntlInt(outW.Fd(), unix.F_SETPIPE_SZ, pipeSize)
 
-	r := &igzipReader{stdout: outR, stderr: tailbuf.Buffer{Max: stderrTail}, fed: make(chan struct{})}
+	r := &igzipReader{ctx: ctx, stdout: outR, stderr: tailbuf.Buffer{Max: stderrTail}, fed: make(chan struct{})}
 	r.cmd = exec.CommandContext(ctx, path, "-d", "-c")
 	r.cmd.Stdin = inR
 	r.cmd.Stdout = outW
@@ -143,8 +144,9 @@ func (r *igzipReader) wait() error {
 		case r.sourceErr != nil:
 			r.waitErr = fmt.Errorf("reading: %w", r.sourceErr)
 		case err == nil:
-		case errors.Is(r.cmd.Err, context.Canceled), errors.Is(r.cmd.Err, context.DeadlineExceeded):
-			r.waitErr = r.cmd.Err
+		case r.ctx.Err() != nil:
+			// Killed because the pull was cancelled.
+			r.waitErr = r.ctx.Err()
 		default:
 			var exit *exec.ExitError
 			// igzip names its input "(null)" when it reads stdin.

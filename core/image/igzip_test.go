@@ -101,6 +101,25 @@ func TestIgzipErrors(t *testing.T) {
 			t.Fatalf("got %v, want just context.Canceled", err)
 		}
 	})
+	t.Run("cancelled while inflating a file", func(t *testing.T) {
+		// A source that knows nothing of the context, as a layout's
+		// blob file: igzip is killed, and that is the cancellation.
+		big := make([]byte, 8<<20)
+		rand.New(rand.NewSource(4)).Read(big)
+		ctx, cancel := context.WithCancel(context.Background())
+		r, release, _, err := decompress(ctx, bytes.NewReader(gzipped(t, big)), inflaterPath(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if _, err := io.ReadAll(r); !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+	})
 	t.Run("cancelled", func(t *testing.T) {
 		// A download that stalls, as an HTTP body does, until the
 		// pull is cancelled.
