@@ -146,7 +146,7 @@ func runLocked() error {
 	}
 	for _, script := range []string{"echo hello from a locked host", "exit 1", "kill -9 $$", "cat /etc/gvx-marker", "id -u; cat /proc/1/comm",
 		"mkdir -p /mnt/x && mount -t tmpfs none /mnt/x && echo m > /mnt/x/f && cat /mnt/x/f",
-		"nc -l -p 9000 > /tmp/got & sleep 0.2; echo net | nc 127.0.0.1 9000; sleep 0.2; cat /tmp/got"} {
+		loopbackRoundTrip("net")} {
 		o, st, err := run(sh(script))
 		if err != nil {
 			return err
@@ -363,4 +363,17 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 		t.Fatal("helper said nothing for a minute")
 		return ""
 	}
+}
+
+// loopbackRoundTrip is a guest script that sends msg over a TCP connection on
+// the sandbox's loopback and prints what the listener received. It retries the
+// connect until the listener is up and waits for the listener to exit, rather
+// than sleeping a fixed time, so a loaded host cannot make it print nothing;
+// after 100 refused connects it says so instead.
+func loopbackRoundTrip(msg string) string {
+	return `nc -l -p 9000 > /tmp/got & l=$!; n=0
+until echo ` + msg + ` | nc 127.0.0.1 9000 2>/dev/null; do
+  n=$((n+1)); [ $n -lt 100 ] || { echo listener never came up; kill $l; break; }; sleep 0.05
+done
+wait $l; cat /tmp/got`
 }

@@ -14,11 +14,14 @@ func TestStartIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An orphan: its parent exits at once, so it becomes init's child; once
-	// it exits, init must reap it or it stays in /proc as a zombie.
+	// it exits, init must reap it or it stays in /proc as a zombie. The
+	// orphan runs until told to stop and the reap is polled for (up to 5 s),
+	// so a loaded host cannot reorder the steps.
 	r := execAndWait(t, s, sh(`tr '\0' ' ' < /proc/1/cmdline; echo
-orphan=$(sh -c 'sleep 0.1 >/dev/null 2>&1 & echo $!')
+orphan=$(sh -c 'sh -c "until [ -e /tmp/go ]; do sleep 0.01; done" >/dev/null 2>&1 & echo $!')
 test -e /proc/$orphan && echo orphan-running
-sleep 0.5
+touch /tmp/go; n=0
+while [ -e /proc/$orphan ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n+1)); done
 test -e /proc/$orphan && echo "orphan-left $(cat /proc/$orphan/stat)" || echo orphan-reaped`))
 	if r.stdout != "gvx-init \norphan-running\norphan-reaped\n" {
 		t.Fatalf("idle init: %q %q", r.stdout, r.stderr)

@@ -2,6 +2,7 @@ package sentry
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -52,7 +53,7 @@ func TestLockedSandbox(t *testing.T) {
 		`exec "cat /etc/gvx-marker": code=0 out="gvx test image\n"`,
 		`exec "id -u; cat /proc/1/comm": code=0 out="0\nsleep\n"`,
 		`exec "mkdir -p /mnt/x && mount -t tmpfs none /mnt/x && echo m > /mnt/x/f && cat /mnt/x/f": code=0 out="m\n"`,
-		`exec "nc -l -p 9000 > /tmp/got & sleep 0.2; echo net | nc 127.0.0.1 9000; sleep 0.2; cat /tmp/got": code=0 out="net\n"`,
+		fmt.Sprintf("exec %q: code=0 out=%q", loopbackRoundTrip("net"), "net\n"),
 		"parallel good=50\n",
 		`files guest-read="hw" host-read="gvx test image\n"`,
 		`tty code=0 out="tty-ok\r\n24 80\r\n"`,

@@ -107,7 +107,7 @@ func TestHostnameAndCPUs(t *testing.T) {
 func TestLoopbackOnly(t *testing.T) {
 	s := newSandbox(t, Config{})
 	r := startAndWait(t, s, sh(`ip -o link show | cut -d: -f2 | tr -d " "; ip addr show lo | grep -c 'inet 127.0.0.1/8'
-nc -l -p 9000 > /tmp/got & sleep 0.2; echo over-loopback | nc 127.0.0.1 9000; sleep 0.2; cat /tmp/got`))
+`+loopbackRoundTrip("over-loopback")))
 	if r.stdout != "lo\n1\nover-loopback\n" {
 		t.Fatalf("got %q stderr %q", r.stdout, r.stderr)
 	}
