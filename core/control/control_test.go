@@ -154,6 +154,11 @@ var _ Backend = (*testBackend)(nil)
 // client.
 func serve(t *testing.T, b Backend) (*Client, string) {
 	t.Helper()
+	return serveWith(t, NewServer(b))
+}
+
+func serveWith(t *testing.T, srv *Server) (*Client, string) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "control.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -162,7 +167,7 @@ func serve(t *testing.T, b Backend) (*Client, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		NewServer(b).Serve(ctx, l)
+		srv.Serve(ctx, l)
 		close(done)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -364,6 +369,60 @@ func TestGoneClientIsNotLogged(t *testing.T) {
 	defer mu.Unlock()
 	if len(logged) > 0 {
 		t.Errorf("the server logged %d lines for clients that went away, first: %s", len(logged), logged[0])
+	}
+}
+
+// TestTrackSeesEveryRequest checks that Server.Track brackets each request
+// from its start to its answer, long execs included.
+func TestTrackSeesEveryRequest(t *testing.T) {
+	var mu sync.Mutex
+	begun, ended := 0, 0
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return begun, ended
+	}
+	srv := NewServer(newTestBackend())
+	srv.Track = func() func() {
+		mu.Lock()
+		defer mu.Unlock()
+		begun++
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			ended++
+		}
+	}
+	c, _ := serveWith(t, srv)
+	if _, err := c.Stat(context.Background(), "/"); err != nil && !IsCode(err, CodeNotFound) {
+		t.Fatal(err)
+	}
+	if b, e := counts(); b != 1 || e != 1 {
+		t.Fatalf("after a Stat: %d begun, %d ended; want 1, 1", b, e)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	execDone := make(chan struct{})
+	go func() {
+		defer close(execDone)
+		c.Exec(ctx, ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for b, _ := counts(); b < 2; b, _ = counts() {
+		if time.Now().After(deadline) {
+			t.Fatal("the exec never began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, e := counts(); e != 1 {
+		t.Fatalf("a running exec counted as ended")
+	}
+	cancel()
+	<-execDone
+	for _, e := counts(); e < 2; _, e = counts() {
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled exec never counted as ended")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

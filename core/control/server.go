@@ -63,6 +63,10 @@ type Server struct {
 	backend Backend
 	// Logf, if set, receives one line per connection-level failure.
 	Logf func(format string, args ...any)
+	// Track, if set, is called as each request starts; the function it
+	// returns is called once the request has been answered. rungv uses it
+	// to learn when the sandbox has gone quiet.
+	Track func() (end func())
 }
 
 // NewServer returns a server for b.
@@ -248,6 +252,9 @@ func (sc *serverConn) abandon() {
 }
 
 func (sc *serverConn) handle(ctx context.Context, m message, call *serverCall) {
+	if sc.s.Track != nil {
+		defer sc.s.Track()()
+	}
 	result, err := sc.dispatch(ctx, m, call)
 	sc.done(m.ID)
 	resp := message{ID: m.ID}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/exetrim"
 	"z.gfire.dev/gvx/core/lockdown"
 	"z.gfire.dev/gvx/core/sentry"
 	"z.gfire.dev/gvx/core/store"
@@ -52,6 +53,7 @@ type runFlags struct {
 	debug       bool
 	trapSeccomp bool
 	selftest    bool
+	idleTrim    time.Duration
 	net         netFlags
 	nftables    nftablesFlag
 	mounts      []string
@@ -77,6 +79,13 @@ signal N killed it).`,
 			var entrypoint *string
 			if cmd.Flags().Changed("entrypoint") {
 				entrypoint = &f.entrypoint
+			}
+			if v := os.Getenv(idleTrimEnv); v != "" && !cmd.Flags().Changed("idle-trim") {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					return fmt.Errorf("%s=%q: want a duration such as 1s or 30s, or 0 to never trim", idleTrimEnv, v)
+				}
+				f.idleTrim = d
 			}
 			return runSandbox(cmd.Context(), g, f, entrypoint, args[0], args[1:])
 		},
@@ -110,6 +119,8 @@ signal N killed it).`,
 	fl.MarkHidden("debug-seccomp")
 	fl.BoolVar(&f.selftest, "debug-lockdown-selftest", false, "after the sandbox starts, make a forbidden host system call: rungv must die with SIGSYS")
 	fl.MarkHidden("debug-lockdown-selftest")
+	fl.DurationVar(&f.idleTrim, "idle-trim", time.Second, "after this long without a control request, unmap rungv's own code and read-only data (0: never; default $"+idleTrimEnv+" or 1s); the pages stay in the page cache")
+	fl.MarkHidden("idle-trim")
 	f.net.register(fl)
 	f.nftables.register(fl)
 	return cmd
@@ -147,6 +158,10 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 
 	// Everything on the host is opened before the sandbox exists: after
 	// Start the process can open nothing.
+	exeRanges, err := exetrim.Find()
+	if err != nil {
+		return err
+	}
 	erofsFile, err := os.Open(img.ErofsPath())
 	if err != nil {
 		return fmt.Errorf("opening the image's root filesystem: %w (try `rungv rmi %s` and pull again)", err, img.ShortID())
@@ -244,9 +259,17 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if f.selftest {
 		violateLockdown()
 	}
+	srv := control.NewServer(backend)
+	if f.idleTrim > 0 {
+		// Start-up touched most of rungv's binary; an idle sandbox needs
+		// little of it. See package exetrim.
+		trimmer := exeRanges.TrimWhenQuiet(f.idleTrim)
+		defer trimmer.Stop()
+		srv.Track = trimmer.Track
+	}
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
-	ctl.serve(serveCtx, control.NewServer(backend), func() {
+	ctl.serve(serveCtx, srv, func() {
 		// The parent that owned the control connection is gone: nothing
 		// may outlive it.
 		stopper.stop(0)
@@ -288,6 +311,10 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		}
 	}
 }
+
+// idleTrimEnv sets --idle-trim for rungv processes that the SDK, the C ABI
+// or Python start.
+const idleTrimEnv = "GVX_IDLE_TRIM"
 
 // publishedDrainTimeout bounds how long an exiting sandbox waits for its
 // published connections to deliver what the guest wrote before it exited

@@ -168,8 +168,6 @@ func TestRunTimeoutAndSignals(t *testing.T) {
 	}
 }
 
-// TestRunControlSocket drives a --keep-alive sandbox through its control
-// socket, then stops it: the socket file is gone afterwards.
 // startControlled starts `rungv run -q --keep-alive --control unix:SOCK
 // ARGS...` and dials its control socket. The caller kills or stops cmd.
 func startControlled(t *testing.T, sock string, args ...string) (*exec.Cmd, *bytes.Buffer, *control.Client) {
@@ -193,6 +191,8 @@ func startControlled(t *testing.T, sock string, args ...string) (*exec.Cmd, *byt
 	return nil, nil, nil
 }
 
+// TestRunControlSocket drives a --keep-alive sandbox through its control
+// socket, then stops it: the socket file is gone afterwards.
 func TestRunControlSocket(t *testing.T) {
 	img := testImage(t)
 	sock := filepath.Join(t.TempDir(), "box.sock")
