@@ -36,6 +36,7 @@ var (
 	dockerImage = flag.String("docker-image", "", "image for host `docker run` (optional; must be loaded)")
 	n           = flag.Int("n", 50, "runs per latency measurement")
 	pssCounts   = flag.String("pss", "1,16,64", "sandbox counts for the idle PSS measurement")
+	idleRounds  = flag.Int("idle-rounds", 12, "rounds of the exec-after-idle measurement")
 )
 
 func main() {
@@ -95,6 +96,9 @@ func main() {
 	} else {
 		skip("gvx pinned to one CPU", "this process may run on one CPU only")
 	}
+	trimmed, kept := measureExecAfterIdle()
+	row(fmt.Sprintf("gvx SDK `Exec(true)` after %v idle (rungv's binary trimmed: see below)", idlePause), trimmed)
+	row(fmt.Sprintf("gvx SDK `Exec(true)` after %v idle, `GVX_IDLE_TRIM=0`", idlePause), kept)
 	if *runsc != "" && *bundle != "" {
 		row("`runsc exec ID true`", measureRunscExec())
 	} else {
@@ -120,6 +124,14 @@ func main() {
 		}
 		fmt.Printf("| gvx (KeepAlive sandbox) | %d | %s |\n", k, mib(pss))
 	}
+	withEnv("GVX_IDLE_TRIM", "0", func() {
+		pss, err := idlePSS(1)
+		if err != nil {
+			fmt.Printf("| gvx, `GVX_IDLE_TRIM=0` (rungv's binary stays mapped) | 1 | error: %v |\n", err)
+			return
+		}
+		fmt.Printf("| gvx, `GVX_IDLE_TRIM=0` (rungv's binary stays mapped) | 1 | %s |\n", mib(pss))
+	})
 	if *runsc != "" && *bundle != "" {
 		pss, err := runscPSS()
 		if err != nil {
@@ -227,6 +239,57 @@ func measureExecRTT(cfg gvx.Config) stats {
 		_, err := sb.Exec(ctx, []string{"true"}, nil)
 		return err
 	})
+}
+
+// idlePause is how long a sandbox idles before each exec of
+// measureExecAfterIdle: longer than rungv's default --idle-trim of 1 s.
+const idlePause = 1500 * time.Millisecond
+
+// measureExecAfterIdle measures the first exec after a pause, in a sandbox
+// that trims rungv's binary mappings when idle and in one that does not,
+// interleaved so that both see the same CPU speed.
+func measureExecAfterIdle() (trimmed, kept stats) {
+	ctx := context.Background()
+	var sbs [2]*gvx.Sandbox
+	for i, trim := range []string{"", "0"} {
+		var err error
+		withEnv("GVX_IDLE_TRIM", trim, func() { sbs[i], err = gvx.New(ctx, sdkConfig()) })
+		if err != nil {
+			return stats{err: err}, stats{err: err}
+		}
+		defer sbs[i].Close()
+	}
+	var ds [2][]time.Duration
+	for round := 0; round < *idleRounds; round++ {
+		time.Sleep(idlePause)
+		for i, sb := range sbs {
+			start := time.Now()
+			if _, err := sb.Exec(ctx, []string{"true"}, nil); err != nil {
+				return stats{err: err}, stats{err: err}
+			}
+			ds[i] = append(ds[i], time.Since(start))
+		}
+	}
+	return summarize(ds[0]), summarize(ds[1])
+}
+
+// withEnv runs f with the environment variable key set to value, or unset
+// if value is empty; the SDK's rungv children inherit it.
+func withEnv(key, value string, f func()) {
+	old, had := os.LookupEnv(key)
+	if value == "" {
+		os.Unsetenv(key)
+	} else {
+		os.Setenv(key, value)
+	}
+	defer func() {
+		if had {
+			os.Setenv(key, old)
+		} else {
+			os.Unsetenv(key)
+		}
+	}()
+	f()
 }
 
 func dockerAvailable() string {
