@@ -111,7 +111,14 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	case r := <-done:
 		if r.err != nil {
 			conn.Close()
-			sb.kill()
+			// rungv ends the connection when it fails to start, and
+			// writes why to stderr just after: let it, rather than
+			// killing it before it can say.
+			select {
+			case <-sb.exited:
+			case <-time.After(startFailureGrace):
+				sb.kill()
+			}
 			return nil, sb.failure("starting the sandbox", r.err)
 		}
 		sb.client = r.c
@@ -122,6 +129,10 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	return sb, nil
 }
+
+// startFailureGrace bounds how long New waits for a rungv that ended the
+// control connection during start-up to exit on its own.
+const startFailureGrace = 5 * time.Second
 
 // failure explains why the sandbox failed: how rungv ended and its last
 // words.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
@@ -418,6 +420,28 @@ func TestStartErrorsSayWhy(t *testing.T) {
 	cfg.Platform = "quantum"
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "PlatformSystrap") {
 		t.Errorf("bad platform: %v", err)
+	}
+}
+
+// TestLateStartErrorsSayWhy checks a start that fails after rungv took over
+// the control connection: the error carries rungv's own words, every time,
+// not a report that it was killed.
+func TestLateStartErrorsSayWhy(t *testing.T) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	notAllowed := 0
+	for allowed.IsSet(notAllowed) {
+		notAllowed++
+	}
+	cfg := config()
+	cfg.Resources.CPUSet = []int{notAllowed}
+	for range 10 {
+		_, err := New(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "is not one this process may run on") || strings.Contains(err.Error(), "SIGKILL") {
+			t.Fatalf("CPUSet naming CPU %d: %v", notAllowed, err)
+		}
 	}
 }
 
