@@ -64,8 +64,8 @@ type Server struct {
 	// Logf, if set, receives one line per connection-level failure.
 	Logf func(format string, args ...any)
 	// Track, if set, is called as each request starts; the function it
-	// returns is called once the request has been answered. rungv uses it
-	// to learn when the sandbox has gone quiet.
+	// returns is called once the request's work is done, before the answer
+	// is sent. rungv uses it to learn when the sandbox has gone quiet.
 	Track func() (end func())
 }
 
@@ -252,10 +252,12 @@ func (sc *serverConn) abandon() {
 }
 
 func (sc *serverConn) handle(ctx context.Context, m message, call *serverCall) {
+	end := func() {}
 	if sc.s.Track != nil {
-		defer sc.s.Track()()
+		end = sc.s.Track()
 	}
 	result, err := sc.dispatch(ctx, m, call)
+	end()
 	sc.done(m.ID)
 	resp := message{ID: m.ID}
 	if err != nil {
