@@ -1,6 +1,6 @@
 # gvx — one command to build, one to test, one to run the demo.
 #
-#   make          build build/rungv and build/libgvx.so
+#   make          build build/rungv and build/libgvx.so (also: make build)
 #   make test     install what is missing (apt, Go modules, a Python venv), build, run every test
 #   make demo     install, build, and run the demo on the embedded default image
 #   make bench    run the benchmarks in benchmarks/ (slow; not part of make test)
@@ -23,9 +23,12 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
 PY_PACKAGES := pytest mypy gymnasium nbclient nbformat ipykernel
 
-.PHONY: all rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench clean
+.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench clean
 
 all: rungv libgvx default-image
+
+# `make build` is what many expect; it is `make`.
+build: all
 
 rungv:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BUILD)/rungv ./core/cmd/rungv
