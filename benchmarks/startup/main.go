@@ -267,15 +267,11 @@ func measureExecAfterIdle() (trimmed, kept stats) {
 	return summarize(ds[0]), summarize(ds[1])
 }
 
-// withEnv runs f with the environment variable key set to value, or unset
-// if value is empty; the SDK's rungv children inherit it.
+// withEnv runs f with the environment variable key set to value; the SDK's
+// rungv children inherit it.
 func withEnv(key, value string, f func()) {
 	old, had := os.LookupEnv(key)
-	if value == "" {
-		os.Unsetenv(key)
-	} else {
-		os.Setenv(key, value)
-	}
+	os.Setenv(key, value)
 	defer func() {
 		if had {
 			os.Setenv(key, old)

@@ -158,9 +158,11 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 
 	// Everything on the host is opened before the sandbox exists: after
 	// Start the process can open nothing.
-	exeRanges, err := exetrim.Find()
-	if err != nil {
-		return err
+	var exeRanges *exetrim.Ranges
+	if f.idleTrim > 0 {
+		if exeRanges, err = exetrim.Find(); err != nil {
+			return err
+		}
 	}
 	erofsFile, err := os.Open(img.ErofsPath())
 	if err != nil {

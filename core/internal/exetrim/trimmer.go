@@ -6,19 +6,23 @@ import (
 )
 
 // Trimmer trims once the process has been quiet for a while: no tracked
-// request in flight, and none begun or ended for the quiet period. A burst of
-// requests maps back what it uses; the trim after it gives that back again,
-// so an idle process maps only what idling touches.
+// request in flight, and none ended for the quiet period. A burst of requests
+// maps back what it uses; the trim after it gives that back again, so an idle
+// process maps only what idling touches.
+//
+// A request costs two lock round trips and a clock read; the one timer is
+// set again only by the first request to end after a trim.
 type Trimmer struct {
 	quiet time.Duration
 	trim  func()
+	timer *time.Timer // runs check; set once
 
 	mu       sync.Mutex
 	inFlight int
-	timer    *time.Timer
-	// armed counts armings of the timer, so a timer that fired just as a
-	// request began or ended does not trim early.
-	armed   uint64
+	lastEnd  time.Time // when the last request ended, or the Trimmer began
+	// pending is whether the timer is set to look at the quiet period; it
+	// is false from a trim until the next request ends.
+	pending bool
 	stopped bool
 	trims   int
 }
@@ -30,23 +34,12 @@ func (r *Ranges) TrimWhenQuiet(quiet time.Duration) *Trimmer {
 }
 
 func newTrimmer(quiet time.Duration, trim func()) *Trimmer {
-	t := &Trimmer{quiet: quiet, trim: trim}
+	t := &Trimmer{quiet: quiet, trim: trim, lastEnd: time.Now(), pending: true}
+	// check locks t.mu first, so it cannot see the timer unset.
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.arm()
+	t.timer = time.AfterFunc(quiet, t.check)
 	return t
-}
-
-// arm starts the quiet period afresh.
-//
-// Preconditions: t.mu is locked.
-func (t *Trimmer) arm() {
-	if t.timer != nil {
-		t.timer.Stop()
-	}
-	t.armed++
-	armed := t.armed
-	t.timer = time.AfterFunc(t.quiet, func() { t.fire(armed) })
 }
 
 // Track marks the start of a request; the returned function marks its end.
@@ -54,8 +47,6 @@ func (t *Trimmer) arm() {
 func (t *Trimmer) Track() (end func()) {
 	t.mu.Lock()
 	t.inFlight++
-	t.armed++ // whatever timer is pending is void now
-	t.timer.Stop()
 	t.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -63,23 +54,34 @@ func (t *Trimmer) Track() (end func()) {
 			t.mu.Lock()
 			defer t.mu.Unlock()
 			t.inFlight--
-			if t.inFlight == 0 && !t.stopped {
-				t.arm()
+			t.lastEnd = time.Now()
+			if !t.pending && !t.stopped {
+				t.pending = true
+				t.timer.Reset(t.quiet)
 			}
 		})
 	}
 }
 
-func (t *Trimmer) fire(armed uint64) {
+// check trims if the quiet period has passed, or looks again when it will
+// have. A request in flight leaves the timer unset: its end sets it.
+func (t *Trimmer) check() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// A request may have begun, or ended and re-armed the timer, between
-	// the timer firing and the lock.
-	if armed != t.armed || t.inFlight > 0 || t.stopped {
+	if t.stopped {
+		return
+	}
+	if t.inFlight > 0 {
+		t.pending = false
+		return
+	}
+	if wait := t.quiet - time.Since(t.lastEnd); wait > 0 {
+		t.timer.Reset(wait)
 		return
 	}
 	t.trim()
 	t.trims++
+	t.pending = false
 }
 
 // Trims is how many times the Trimmer has trimmed.
