@@ -36,7 +36,8 @@ var (
 	dockerImage = flag.String("docker-image", "", "image for host `docker run` (optional; must be loaded)")
 	n           = flag.Int("n", 50, "runs per latency measurement")
 	pssCounts   = flag.String("pss", "1,16,64", "sandbox counts for the idle PSS measurement")
-	idleRounds  = flag.Int("idle-rounds", 12, "rounds of the exec-after-idle measurement")
+	idleRounds  = flag.Int("idle-rounds", 12, "rounds of the exec-after-idle measurement (0 skips it)")
+	forkLoops   = flag.Int("fork-loops", 300, "iterations of the in-guest fork+exec loop")
 )
 
 func main() {
@@ -96,9 +97,13 @@ func main() {
 	} else {
 		skip("gvx pinned to one CPU", "this process may run on one CPU only")
 	}
-	trimmed, kept := measureExecAfterIdle()
-	row(fmt.Sprintf("gvx SDK `Exec(true)` after %v idle, binary trimmed (`GVX_IDLE_TRIM=1s`)", idlePause), trimmed)
-	row(fmt.Sprintf("gvx SDK `Exec(true)` after %v idle, not trimmed (`GVX_IDLE_TRIM=0`)", idlePause), kept)
+	if *idleRounds > 0 {
+		trimmed, kept := measureExecAfterIdle()
+		row(fmt.Sprintf("gvx SDK `Exec(true)` after %v idle, binary trimmed (`GVX_IDLE_TRIM=1s`)", idlePause), trimmed)
+		row(fmt.Sprintf("gvx SDK `Exec(true)` after %v idle, not trimmed (`GVX_IDLE_TRIM=0`)", idlePause), kept)
+	} else {
+		skip("gvx SDK `Exec(true)` after idle", "-idle-rounds 0")
+	}
 	if *runsc != "" && *bundle != "" {
 		row("`runsc exec ID true`", measureRunscExec())
 	} else {
@@ -111,6 +116,28 @@ func main() {
 	}
 
 	fmt.Println()
+	fmt.Printf("## Process creation inside a sandbox (`sh -c 'for i in $(seq %d); do /bin/true; done'`, per iteration)\n", *forkLoops)
+	fmt.Println()
+	fmt.Println("What a shell script or a build pays per command: fork, exec, exit and wait, all inside the guest. Each figure is (time of the loop − time of an empty loop) / iterations, over 5 runs.")
+	fmt.Println()
+	fmt.Println("| what | p50 | p99 | min |")
+	fmt.Println("|---|---|---|---|")
+	row("gvx, systrap (the default)", measureForkLoop(sdkExecLoop(sdkConfig())))
+	ptraceCfg := sdkConfig()
+	ptraceCfg.Platform = gvx.PlatformPtrace
+	row("gvx, `--platform ptrace`", measureForkLoop(sdkExecLoop(ptraceCfg)))
+	if *runsc != "" && *bundle != "" {
+		row("`runsc exec ID sh -c …` (systrap)", measureRunscForkLoop())
+	} else {
+		skip("runsc exec", "needs -runsc and -bundle")
+	}
+	if d := dockerAvailable(); d == "" {
+		row("`docker exec ID sh -c …` (no sandbox)", measureDockerForkLoop())
+	} else {
+		skip("docker exec", d)
+	}
+
+	fmt.Println()
 	fmt.Println("## Idle memory (PSS per sandbox, all of its host processes)")
 	fmt.Println()
 	fmt.Println("rungv unmaps its own code and read-only data after 30 s without a control request (its default `--idle-trim`).")
@@ -118,7 +145,13 @@ func main() {
 	fmt.Printf("| what | sandboxes | after %v idle | after %v idle (trimmed) |\n", shortSettle, trimmedSettle)
 	fmt.Println("|---|---|---|---|")
 	for _, f := range strings.Split(*pssCounts, ",") {
-		k, _ := strconv.Atoi(f)
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k <= 0 {
+			if f != "" {
+				fmt.Printf("| gvx (KeepAlive sandbox) | %q | skipped: not a positive count | |\n", f)
+			}
+			continue
+		}
 		short, trimmed, err := idlePSS(k)
 		if err != nil {
 			fmt.Printf("| gvx (KeepAlive sandbox) | %d | error: %v | |\n", k, err)
@@ -460,4 +493,87 @@ func pss(pid int) int64 {
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
+}
+
+// forkLoopRuns is how many times measureForkLoop times each loop.
+const forkLoopRuns = 5
+
+// measureForkLoop times `for i in $(seq k); do /bin/true; done` through
+// runLoop for k = -fork-loops and for k = 0, interleaved, and returns the
+// difference per iteration: what fork, exec, exit and wait cost inside the
+// guest, without the cost of starting the shell.
+func measureForkLoop(runLoop func(k int) (time.Duration, error), closeLoop func()) stats {
+	defer closeLoop()
+	if *forkLoops <= 0 {
+		return stats{err: fmt.Errorf("-fork-loops must be positive")}
+	}
+	if _, err := runLoop(1); err != nil { // warm the page cache
+		return stats{err: err}
+	}
+	var ds []time.Duration
+	for i := 0; i < forkLoopRuns; i++ {
+		full, err := runLoop(*forkLoops)
+		if err != nil {
+			return stats{err: err}
+		}
+		empty, err := runLoop(0)
+		if err != nil {
+			return stats{err: err}
+		}
+		ds = append(ds, (full-empty)/time.Duration(*forkLoops))
+	}
+	return summarize(ds)
+}
+
+func forkLoopScript(k int) string {
+	return fmt.Sprintf("for i in $(seq %d); do /bin/true; done", k)
+}
+
+// sdkExecLoop runs the loop with Exec in one sandbox started from cfg.
+func sdkExecLoop(cfg gvx.Config) (func(k int) (time.Duration, error), func()) {
+	ctx := context.Background()
+	sb, err := gvx.New(ctx, cfg)
+	if err != nil {
+		return func(int) (time.Duration, error) { return 0, err }, func() {}
+	}
+	return func(k int) (time.Duration, error) {
+		start := time.Now()
+		res, err := sb.Exec(ctx, []string{"/bin/sh", "-c", forkLoopScript(k)}, nil)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("the loop exited with %d: %s", res.ExitCode, res.Stderr)
+		}
+		return time.Since(start), err
+	}, func() { sb.Close() }
+}
+
+// timedRun returns how long a host command took.
+func timedRun(name string, args ...string) (time.Duration, error) {
+	start := time.Now()
+	err := run(nil, name, args...)
+	return time.Since(start), err
+}
+
+func measureRunscForkLoop() stats {
+	id := fmt.Sprintf("gvx-bench-fork-%d", os.Getpid())
+	root := filepath.Join(os.TempDir(), id+"-state")
+	defer os.RemoveAll(root)
+	if err := startRunsc(root, id); err != nil {
+		return stats{err: err}
+	}
+	defer stopRunsc(root, id)
+	return measureForkLoop(func(k int) (time.Duration, error) {
+		return timedRun(*runsc, "--root", root, "exec", id, "/bin/sh", "-c", forkLoopScript(k))
+	}, func() {})
+}
+
+func measureDockerForkLoop() stats {
+	out, err := exec.Command("docker", "run", "-d", "--rm", "--pull", "never", "--network", "none", *dockerImage, "sleep", "3600").Output()
+	if err != nil {
+		return stats{err: err}
+	}
+	id := strings.TrimSpace(string(out))
+	defer exec.Command("docker", "rm", "-f", id).Run()
+	return measureForkLoop(func(k int) (time.Duration, error) {
+		return timedRun("docker", "exec", id, "/bin/sh", "-c", forkLoopScript(k))
+	}, func() {})
 }
