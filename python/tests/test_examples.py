@@ -50,3 +50,17 @@ def test_notebook_executes() -> None:
 def test_golden_snapshot() -> None:
     out = run_example(str(EXAMPLES / "golden_snapshot.py"), "-", "3")
     assert out.count("sees 200 files") == 3 and "the golden is untouched: True" in out
+
+
+def test_make_demo(tmp_path: Path) -> None:
+    """The README's first command: `make demo` runs examples/demo.sh once the build is done."""
+    root = EXAMPLES.parent
+    missing = [p for p in ("build/rungv", "build/libgvx.so") if not (root / p).exists()]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not built (make test builds them)")
+    env = dict(os.environ, GVX_CACHE=str(tmp_path / "cache"), PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(EXAMPLES / "demo.sh")], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    for want in ("hello from sandbox", "rm -rf /bin/ls worked inside", "next sandbox: /bin/ls is back", "→ exit 3", "reward 1.0"):
+        assert want in out, f"{want!r} missing from the demo's output:\n{out}"
