@@ -46,6 +46,7 @@ var (
 	docker       = flag.String("docker", "docker", "the docker CLI")
 	runsc        = flag.String("runsc", "", "runsc built from gVisor's pinned version (optional; needs root)")
 	n            = flag.Int("n", 20, "runs per measurement")
+	cpuset       = flag.String("cpuset", "", "pin each sandbox to these host CPUs (rungv --cpuset-cpus), e.g. 1")
 	work         = flag.String("work", "", "scratch directory (default: a temporary one)")
 )
 
@@ -147,6 +148,9 @@ func start(dir, name, volume string) (*sandbox, error) {
 	args := []string{"run", "-q", "--nftables", "--net-raw", "-p", "unix:" + sock + ":2375"}
 	if volume != "" {
 		args = append(args, "--mount", "type=volume,src="+volume+",dst=/var/lib/docker")
+	}
+	if *cpuset != "" {
+		args = append(args, "--cpuset-cpus", *cpuset)
 	}
 	log, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
