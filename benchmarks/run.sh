@@ -45,6 +45,49 @@ runsc_bin() {
 	echo "$runsc"
 }
 
+# host_docker makes the docker CLI reach a daemon for the host-docker
+# anchors. When none runs and this is root, it starts a private one — its own
+# data root, exec root and socket under $bench, no bridge, no iptables, so the
+# host's network is untouched and the anchors run with --network none — and
+# stops it when the benchmarks end. It returns non-zero, saying why, when
+# there is no daemon to use.
+private_dockerd_pid=""
+host_docker() {
+	docker info >/dev/null 2>&1 && return 0
+	if [ "$(id -u)" != 0 ]; then
+		echo "(no docker daemon, and starting a private one needs root: the docker anchors are skipped)"
+		return 1
+	fi
+	if ! command -v dockerd >/dev/null; then
+		echo "installing docker.io for the host-docker anchors …" >&2
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null ||
+			{ echo "(docker.io could not be installed: the docker anchors are skipped)"; return 1; }
+	fi
+	local dir="$bench/dockerd"
+	mkdir -p "$dir"
+	dockerd --bridge=none --iptables=false --ip6tables=false --data-root "$dir/root" --exec-root "$dir/exec" \
+		--pidfile "$dir/dockerd.pid" -H "unix://$dir/docker.sock" >"$dir/dockerd.log" 2>&1 &
+	private_dockerd_pid=$!
+	trap stop_private_dockerd EXIT
+	export DOCKER_HOST="unix://$dir/docker.sock"
+	for _ in $(seq 150); do
+		docker info >/dev/null 2>&1 && { echo "(a private dockerd runs for the docker anchors; its log: $dir/dockerd.log)"; return 0; }
+		kill -0 "$private_dockerd_pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	echo "(the private dockerd did not start, see $dir/dockerd.log: the docker anchors are skipped)"
+	stop_private_dockerd
+	return 1
+}
+
+stop_private_dockerd() {
+	[ -n "$private_dockerd_pid" ] || return 0
+	kill "$private_dockerd_pid" 2>/dev/null || true
+	wait "$private_dockerd_pid" 2>/dev/null || true
+	private_dockerd_pid=""
+	unset DOCKER_HOST
+}
+
 # Sandbox start, exec round trip and idle memory, against runsc built from
 # the gVisor version gvx pins and host docker.
 startup() {
@@ -65,11 +108,9 @@ print([i["erofs"] for i in json.load(sys.stdin) if sys.argv[1] in i["refs"]][0])
 		(cd "$bundle" && "$runsc" spec -- /bin/sleep 3600)
 	fi
 	local docker_args=()
-	if docker info >/dev/null 2>&1; then
+	if host_docker; then
 		docker load -q -i "$bench/default-image.tar" >/dev/null
 		docker_args=(-docker-image gvx.test/default:latest)
-	else
-		echo "(no docker daemon: the docker anchors are skipped)"
 	fi
 	echo "== sandbox start, exec round trip, idle memory"
 	go run ./benchmarks/startup -rungv build/rungv -image "$ref" -runsc "$runsc" -bundle "$bundle" "${docker_args[@]}" -n "${N:-50}"
