@@ -80,6 +80,7 @@ cache (` + "`rungv pull`" + `) and state in single-file ext4 volumes.`,
 		newRunCommand(g),
 		newVolumeCommand(),
 		newJanitorCommand(),
+		newPlatformProbeCommand(),
 	)
 	return root
 }

@@ -156,6 +156,12 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return err
 	}
 
+	if cfg.Platform == sentry.PlatformKVM {
+		if err := checkKVM(s.Root(), img.ErofsPath()); err != nil {
+			return err
+		}
+	}
+
 	// Everything on the host is opened before the sandbox exists: after
 	// Start the process can open nothing.
 	var exeRanges *exetrim.Ranges

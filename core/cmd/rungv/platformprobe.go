@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"z.gfire.dev/gvx/core/sentry"
+)
+
+// The kvm platform can hang a process for good. Under nested
+// virtualization (these machines, and most cloud VMs), gVisor's kvm
+// platform boots, then its first guest instruction never returns; the next
+// garbage collection then waits for that thread forever, so the whole
+// process stops, SIGTERM included, and only SIGKILL ends it. rungv
+// therefore tries kvm first in a child it can kill: the child boots a
+// sandbox on the same image and runs the built-in idle init to its exit.
+// The outcome is remembered per host boot and rungv version, so only the
+// first kvm sandbox after a reboot pays for the probe.
+
+const platformProbeCommand = "__platform-probe"
+
+// platformProbeTimeout bounds the probe. A working kvm platform finishes it
+// in tens of milliseconds.
+const platformProbeTimeout = 10 * time.Second
+
+// probeOK is what a probe that finished prints.
+const probeOK = "platform-probe-ok"
+
+// checkKVM returns nil if the kvm platform runs guest code on this host,
+// and an error saying what to use instead if it does not. cacheDir holds
+// the outcome of an earlier probe.
+func checkKVM(cacheDir, erofsPath string) error {
+	okFile, failFile := kvmProbeRecords(cacheDir)
+	if okFile != "" {
+		if _, err := os.Stat(okFile); err == nil {
+			return nil
+		}
+		if why, err := os.ReadFile(failFile); err == nil {
+			return fmt.Errorf("--platform kvm does not work on this host: %s (found earlier since this boot; delete %s to try again); use --platform systrap (the default)",
+				strings.TrimSpace(string(why)), failFile)
+		}
+	}
+	err := runPlatformProbe(sentry.PlatformKVM, erofsPath, platformProbeTimeout)
+	if okFile != "" {
+		// A record that cannot be written only costs the next kvm sandbox
+		// another probe.
+		record, content := okFile, version
+		if err != nil {
+			record, content = failFile, err.Error()
+		}
+		if os.MkdirAll(filepath.Dir(record), 0o755) == nil {
+			os.WriteFile(record, []byte(content+"\n"), 0o644)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("--platform kvm does not work on this host: %w; use --platform systrap (the default)", err)
+	}
+	return nil
+}
+
+// kvmProbeRecords names the files that record a kvm probe's success or
+// failure for this host boot and this rungv, or "" if the boot cannot be
+// identified.
+func kvmProbeRecords(cacheDir string) (ok, failed string) {
+	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", ""
+	}
+	name := strings.ReplaceAll(fmt.Sprintf("kvm-%s-%s", strings.TrimSpace(string(id)), version), "/", "_")
+	dir := filepath.Join(cacheDir, "platform-probes")
+	return filepath.Join(dir, name+".ok"), filepath.Join(dir, name+".failed")
+}
+
+// runPlatformProbe runs the probe for platform p in a child process and
+// kills it after timeout.
+func runPlatformProbe(p sentry.Platform, erofsPath string, timeout time.Duration) error {
+	var out bytes.Buffer
+	cmd := exec.Command("/proc/self/exe", platformProbeCommand, string(p), erofsPath)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// Its own process group: a Ctrl-C meant for rungv must not reach it
+	// first, and rungv kills it when it is done with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the platform probe: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), probeOK) {
+			return fmt.Errorf("a probe sandbox failed: %v: %s", err, strings.TrimSpace(out.String()))
+		}
+		return nil
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("a probe sandbox's first guest instructions did not finish within %v (kvm under nested virtualization hangs this way)", timeout)
+	}
+}
+
+func newPlatformProbeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    platformProbeCommand + " PLATFORM EROFS-IMAGE",
+		Hidden: true,
+		Args:   cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := probePlatform(sentry.Platform(args[0]), args[1]); err != nil {
+				return err
+			}
+			fmt.Println(probeOK)
+			return nil
+		},
+	}
+}
+
+// probePlatform boots a sandbox on platform p and runs the built-in idle
+// init until SIGTERM ends it.
+func probePlatform(p sentry.Platform, erofsPath string) error {
+	img, err := os.Open(erofsPath)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	sb, err := sentry.New(sentry.Config{Image: img, Platform: p})
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	init, err := sb.StartIdle()
+	if err != nil {
+		return err
+	}
+	if err := init.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, sentry.ErrProcessDone) {
+		return err
+	}
+	st, err := init.Wait()
+	if err != nil {
+		return err
+	}
+	if st.ExitCode() != 0 {
+		return fmt.Errorf("the idle init exited with %d", st.ExitCode())
+	}
+	return nil
+}
