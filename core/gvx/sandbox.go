@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 			case <-time.After(startFailureGrace):
 				sb.kill()
 			}
-			return nil, sb.failure("starting the sandbox", r.err)
+			return nil, sb.startFailure(r.err)
 		}
 		sb.client = r.c
 	case <-ctx.Done():
@@ -148,6 +148,49 @@ func (sb *Sandbox) failure(what string, err error) error {
 	}
 	return fmt.Errorf("gvx: %s: %w", what, err)
 }
+
+// startFailure explains why rungv did not start. When rungv exited saying
+// why, as it does for a bad image, flag or CPU set, its words lead: the
+// failed handshake they caused is only a symptom, kept for errors.Is.
+func (sb *Sandbox) startFailure(handshake error) error {
+	select {
+	case <-sb.exited:
+	case <-time.After(2 * time.Second):
+		return sb.failure("starting the sandbox", handshake)
+	}
+	said := rungvError(sb.tail.String())
+	var ee *exec.ExitError
+	if said == "" || !errors.As(sb.waitErr, &ee) || !ee.Exited() {
+		return sb.failure("starting the sandbox", handshake)
+	}
+	return &startError{said: said, how: sb.death(), handshake: handshake}
+}
+
+// rungvError returns what rungv reported as its error in its stderr: from
+// the last line that starts with "rungv: " to the end.
+func rungvError(stderr string) string {
+	i := strings.LastIndex("\n"+stderr, "\nrungv: ")
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(stderr[i:])
+}
+
+// startError is rungv's own account of why it did not start.
+type startError struct {
+	said, how string
+	handshake error
+}
+
+// Error implements error.
+func (e *startError) Error() string {
+	return fmt.Sprintf("gvx: starting the sandbox: %s (%s)", e.said, e.how)
+}
+
+// Unwrap returns the failed control handshake.
+func (e *startError) Unwrap() error { return e.handshake }
+
+var _ error = (*startError)(nil)
 
 // death describes how the rungv process ended.
 //

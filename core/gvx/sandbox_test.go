@@ -445,6 +445,31 @@ func TestLateStartErrorsSayWhy(t *testing.T) {
 	}
 }
 
+// TestStartErrorsLeadWithRungvsWords: when rungv refuses to start, the
+// error is rungv's reason and how it exited, not the control handshake that
+// its exit broke.
+func TestStartErrorsLeadWithRungvsWords(t *testing.T) {
+	cfg := config()
+	cfg.OCIImage = "oci:/nonexistent-gvx-test-layout:latest"
+	_, err := New(context.Background(), cfg)
+	want := `gvx: starting the sandbox: rungv: OCI layout "/nonexistent-gvx-test-layout"`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "(rungv exited with status 1)") ||
+		strings.Contains(err.Error(), "handshake") {
+		t.Fatalf("a missing image: %v", err)
+	}
+	for stderr, want := range map[string]string{
+		"rungv: bad flag\n":                           "rungv: bad flag",
+		"pulling…\nrungv: no such image\n":            "rungv: no such image",
+		"rungv: first\nrungv: last: a\nsecond line\n": "rungv: last: a\nsecond line",
+		"panic: something else\n":                     "",
+		"":                                            "",
+	} {
+		if got := rungvError(stderr); got != want {
+			t.Errorf("rungvError(%q) = %q, want %q", stderr, got, want)
+		}
+	}
+}
+
 // TestNoOrphansWhenTheCallerDies kills a process that owns a sandbox with
 // SIGKILL; its rungv must die too.
 func TestNoOrphansWhenTheCallerDies(t *testing.T) {
