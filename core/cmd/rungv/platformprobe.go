@@ -50,13 +50,15 @@ func checkKVM(cacheDir, erofsPath string) error {
 		}
 	}
 	err := runPlatformProbe(sentry.PlatformKVM, erofsPath, platformProbeTimeout)
-	if okFile != "" {
-		// A record that cannot be written only costs the next kvm sandbox
-		// another probe.
-		record, content := okFile, version
-		if err != nil {
-			record, content = failFile, err.Error()
-		}
+	// Success and a hang are facts about this host until it reboots; other
+	// failures (no access to /dev/kvm, say) are quick to find again and may
+	// be fixed meanwhile, so they are not recorded. A record that cannot
+	// be written only costs the next kvm sandbox another probe.
+	record, content := okFile, version
+	if err != nil {
+		record, content = failFile, err.Error()
+	}
+	if record != "" && (err == nil || errors.Is(err, errProbeHung)) {
 		if os.MkdirAll(filepath.Dir(record), 0o755) == nil {
 			os.WriteFile(record, []byte(content+"\n"), 0o644)
 		}
@@ -103,9 +105,12 @@ func runPlatformProbe(p sentry.Platform, erofsPath string, timeout time.Duration
 	case <-time.After(timeout):
 		cmd.Process.Kill()
 		<-done
-		return fmt.Errorf("a probe sandbox's first guest instructions did not finish within %v (kvm under nested virtualization hangs this way)", timeout)
+		return fmt.Errorf("%w: a probe sandbox's first guest instructions did not finish within %v (kvm under nested virtualization hangs this way)", errProbeHung, timeout)
 	}
 }
+
+// errProbeHung marks a probe that had to be killed.
+var errProbeHung = errors.New("it hangs")
 
 func newPlatformProbeCommand() *cobra.Command {
 	return &cobra.Command{
