@@ -67,6 +67,11 @@ void gvx_free(void *p);
  *   "workdir", "user", "hostname": string
  *   "keep_alive": bool         an idle init; drive the sandbox with exec
  *   "platform": string         "auto", "systrap", "kvm" or "ptrace"
+ *   "spin": bool or null       systrap's threads spin while guest and Sentry wait
+ *                              for each other: faster system calls for a lone busy
+ *                              sandbox, CPU taken from the others when more are busy
+ *                              than there are CPUs. null (default): spin while this
+ *                              process runs no more sandboxes than it has CPUs
  *   "network": string          "none" (loopback only) or "nat" (eth0 with a user-space NAT)
  *   "ports": [object]          published guest ports: {"guest_port", and "host_path"
  *                              (a unix socket) or "host_port" with optional "host_ip",
@@ -92,7 +97,8 @@ int gvx_sandbox_new(const char *config_json, uint64_t *sandbox, char **err);
 
 /*
  * gvx_sandbox_info stores a JSON object describing the sandbox in *info:
- * "id", "pid" (the rungv process), "image", "hostname", "platform", "rungv".
+ * "id", "pid" (the rungv process), "image", "hostname", "platform",
+ * "spinning" (see "spin"), "rungv".
  */
 int gvx_sandbox_info(uint64_t sandbox, char **info, char **err);
 

@@ -23,6 +23,7 @@ type sandboxConfig struct {
 	Hostname     string      `json:"hostname"`
 	KeepAlive    bool        `json:"keep_alive"`
 	Platform     string      `json:"platform"`
+	Spin         *bool       `json:"spin"`
 	Network      string      `json:"network"`
 	Ports        []portJSON  `json:"ports"`
 	AllowNet     []string    `json:"allow_net"`
@@ -98,6 +99,14 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 		cfg.Platform = gvx.Platform(c.Platform)
 	default:
 		return gvx.Config{}, invalid(`config: "platform" %q: use "auto", "systrap", "kvm" or "ptrace"`, c.Platform)
+	}
+	switch {
+	case c.Spin == nil:
+		cfg.Spin = gvx.SpinAuto
+	case *c.Spin:
+		cfg.Spin = gvx.SpinOn
+	default:
+		cfg.Spin = gvx.SpinOff
 	}
 	switch c.Network {
 	case "", "none":
@@ -182,6 +191,7 @@ type sandboxInfoJSON struct {
 	Image    string `json:"image"`
 	Hostname string `json:"hostname"`
 	Platform string `json:"platform"`
+	Spinning bool   `json:"spinning"`
 	Rungv    string `json:"rungv"`
 }
 
@@ -191,7 +201,7 @@ func sandboxInfo(h uint64) (string, error) {
 		return "", err
 	}
 	i := sb.Info()
-	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Rungv}), nil
+	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Spinning, i.Rungv}), nil
 }
 
 // execRequest is gvx_sandbox_exec's request_json.

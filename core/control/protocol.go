@@ -112,7 +112,8 @@ type SandboxInfo struct {
 	Image    string `json:"image,omitempty"`
 	Hostname string `json:"hostname,omitempty"`
 	Platform string `json:"platform,omitempty"`
-	Rungv    string `json:"rungv,omitempty"` // rungv's version
+	Spinning bool   `json:"spinning,omitempty"` // systrap's threads spin while they wait (rungv --spin)
+	Rungv    string `json:"rungv,omitempty"`    // rungv's version
 }
 
 // message is a request or a response on the wire.

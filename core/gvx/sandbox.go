@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,13 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		theirs.Close()
 		return nil, err
 	}
+	// This sandbox's place among the live ones, given back when rungv
+	// exits; taken before deciding, so that concurrent News count each
+	// other.
+	live := liveSandboxes.Add(1)
+	if cfg.Spin == SpinAuto && !spinFits(live, usableCPUs()) {
+		args = slices.Insert(args, slices.Index(args, "run")+1, "--spin=false")
+	}
 	tail := &tailbuf.Buffer{Max: stderrTail}
 	cmd := exec.Command(rungv, args...)
 	cmd.ExtraFiles = []*os.File{theirs}
@@ -81,12 +89,14 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// would leave the connection open and the handshake waiting.
 	theirs.Close()
 	if err != nil {
+		liveSandboxes.Add(-1)
 		ours.Close()
 		return nil, fmt.Errorf("gvx: starting %s: %w", rungv, err)
 	}
 	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{})}
 	go func() {
 		sb.waitErr = cmd.Wait()
+		liveSandboxes.Add(-1)
 		close(sb.exited)
 	}()
 

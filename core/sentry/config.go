@@ -55,6 +55,14 @@ type Config struct {
 	// be one the process may run on now. Empty: unchanged.
 	CPUSet []int
 
+	// NoSpinning turns off systrap's fast path, in which the Sentry's and
+	// the stubs' threads spin, instead of sleeping, while they wait for
+	// each other. Spinning makes a lone busy sandbox's system calls 2–5×
+	// faster; with more busy sandboxes than CPUs the spinners take the CPU
+	// the others need (8 sandboxes running system-call loops on 2 CPUs
+	// took 3× as long with it). Other platforms ignore it.
+	NoSpinning bool
+
 	// MemoryLimit is the sandbox's total memory in bytes: guest processes,
 	// tmpfs and the root filesystem's writable layer together. The guest
 	// sees it as MemTotal; when usage exceeds it the process with the

@@ -14,7 +14,7 @@ import (
 // newPlatform creates the syscall interception platform named p.
 //
 // Preconditions: the process may still open files (KVM opens /dev/kvm).
-func newPlatform(p Platform, cpus int) (platform.Platform, error) {
+func newPlatform(p Platform, cpus int, noSpinning bool) (platform.Platform, error) {
 	ctor, err := platform.Lookup(string(p))
 	if err != nil {
 		return nil, fmt.Errorf("sentry: platform %q is not available: %w", p, err)
@@ -26,6 +26,7 @@ func newPlatform(p Platform, cpus int) (platform.Platform, error) {
 	plat, err := ctor.New(platform.Options{
 		DeviceFile:       dev,
 		ApplicationCores: cpus,
+		DisableFastPath:  noSpinning,
 	})
 	if err != nil {
 		if dev != nil {

@@ -115,7 +115,7 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	plat, err := newPlatform(cfg.Platform, cfg.CPUs)
+	plat, err := newPlatform(cfg.Platform, cfg.CPUs, cfg.NoSpinning)
 	if err != nil {
 		return nil, err
 	}

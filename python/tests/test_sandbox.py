@@ -229,3 +229,11 @@ def test_repr(sb: gvx.Sandbox) -> None:
     assert f"pid={sb.pid}" in repr(sb)
     assert "gvx.Sandbox" in sb._repr_html_()
     assert "exit 0" in sb.exec("true")._repr_html_()
+
+
+def test_spin_is_passed_and_reported() -> None:
+    """spin=True/False reach rungv whatever else runs, and info reports them."""
+    for spin in (True, False):
+        with gvx.Sandbox(spin=spin) as sb:
+            assert sb.info.spinning is spin
+            assert sb.exec("echo ok").stdout == "ok\n"

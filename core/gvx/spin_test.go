@@ -1,0 +1,43 @@
+package gvx
+
+import (
+	"os"
+	"testing"
+)
+
+// TestSpinAuto: with SpinAuto a sandbox spins only while this process runs
+// no more sandboxes than it has CPUs; SpinOn and SpinOff are obeyed
+// whatever runs. rungv reports what it does in Info.
+func TestSpinAuto(t *testing.T) {
+	if v, ok := lookupEnv(t, "GVX_SPIN"); ok {
+		t.Skipf("GVX_SPIN=%s decides for the sandboxes SpinAuto lets spin", v)
+	}
+	cpus := usableCPUs()
+	for i := 0; i <= cpus; i++ {
+		want := spinFits(liveSandboxes.Load()+1, cpus)
+		sb := newSandbox(t, config())
+		if got := sb.Info().Spinning; got != want {
+			t.Fatalf("sandbox %d of %d on %d CPUs: spinning %v, want %v", i+1, cpus+1, cpus, got, want)
+		}
+	}
+	if live := liveSandboxes.Load(); live <= int64(cpus) {
+		t.Fatalf("%d live sandboxes after starting %d", live, cpus+1)
+	}
+	for mode, want := range map[SpinMode]bool{SpinOn: true, SpinOff: false} {
+		cfg := config()
+		cfg.Spin = mode
+		if got := newSandbox(t, cfg).Info().Spinning; got != want {
+			t.Errorf("Spin %d with %d live sandboxes: spinning %v", mode, liveSandboxes.Load(), got)
+		}
+	}
+	cfg := config()
+	cfg.Spin = 7
+	if _, err := cfg.args(3); err == nil {
+		t.Error("Spin 7 accepted")
+	}
+}
+
+func lookupEnv(t *testing.T, key string) (string, bool) {
+	t.Helper()
+	return os.LookupEnv(key)
+}
