@@ -138,6 +138,22 @@ func main() {
 	}
 
 	fmt.Println()
+	fmt.Printf("## Busy sandboxes at once (`dd bs=1 count=%d` in each, all started together; wall time until the last ends)\n", busyBytes)
+	fmt.Println()
+	fmt.Println("systrap's threads can spin while the guest and the Sentry wait for each other (`--spin`, `gvx.Config.Spin`); by default a sandbox spins only while its process runs no more sandboxes than it has CPUs. Median of 3 interleaved rounds.")
+	fmt.Println()
+	fmt.Println("| sandboxes busy at once | spinning (`Spin: SpinOn`) | not spinning (`SpinOff`) |")
+	fmt.Println("|---|---|---|")
+	for _, k := range []int{1, 2, 4 * numCPU()} {
+		on, off, err := measureBusy(k)
+		if err != nil {
+			fmt.Printf("| %d | error: %v | |\n", k, err)
+			continue
+		}
+		fmt.Printf("| %d | %s | %s |\n", k, ms(on), ms(off))
+	}
+
+	fmt.Println()
 	fmt.Println("## Idle memory (PSS per sandbox, all of its host processes)")
 	fmt.Println()
 	fmt.Println("rungv unmaps its own code and read-only data after 30 s without a control request (its default `--idle-trim`).")
@@ -576,4 +592,62 @@ func measureDockerForkLoop() stats {
 	return measureForkLoop(func(k int) (time.Duration, error) {
 		return timedRun("docker", "exec", id, "/bin/sh", "-c", forkLoopScript(k))
 	}, func() {})
+}
+
+// busyBytes is how many one-byte reads and writes each busy sandbox makes.
+const busyBytes = 20000
+
+// measureBusy runs a system-call loop in k sandboxes at once, spinning and
+// not, interleaved over 3 rounds, and returns the median wall times.
+func measureBusy(k int) (on, off time.Duration, err error) {
+	var ds [2][]time.Duration
+	for round := 0; round < 3; round++ {
+		for i, mode := range []gvx.SpinMode{gvx.SpinOn, gvx.SpinOff} {
+			d, err := busyOnce(k, mode)
+			if err != nil {
+				return 0, 0, err
+			}
+			ds[i] = append(ds[i], d)
+		}
+	}
+	return summarize(ds[0]).p50, summarize(ds[1]).p50, nil
+}
+
+func busyOnce(k int, mode gvx.SpinMode) (time.Duration, error) {
+	ctx := context.Background()
+	cfg := sdkConfig()
+	cfg.Spin = mode
+	sbs := make([]*gvx.Sandbox, k)
+	defer func() {
+		for _, sb := range sbs {
+			if sb != nil {
+				sb.Close()
+			}
+		}
+	}()
+	for i := range sbs {
+		sb, err := gvx.New(ctx, cfg)
+		if err != nil {
+			return 0, err
+		}
+		sbs[i] = sb
+	}
+	argv := []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=1", fmt.Sprintf("count=%d", busyBytes)}
+	errs := make(chan error, k)
+	start := time.Now()
+	for _, sb := range sbs {
+		go func() {
+			res, err := sb.Exec(ctx, argv, nil)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("dd exited with %d: %s", res.ExitCode, res.Stderr)
+			}
+			errs <- err
+		}()
+	}
+	for range sbs {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
 }
