@@ -71,7 +71,8 @@ void gvx_free(void *p);
  *                              for each other: faster system calls for a lone busy
  *                              sandbox, CPU taken from the others when more are busy
  *                              than there are CPUs. null (default): spin while this
- *                              process runs no more sandboxes than it has CPUs
+ *                              process runs no more than twice as many sandboxes
+ *                              as it has CPUs
  *   "network": string          "none" (loopback only) or "nat" (eth0 with a user-space NAT)
  *   "ports": [object]          published guest ports: {"guest_port", and "host_path"
  *                              (a unix socket) or "host_port" with optional "host_ip",

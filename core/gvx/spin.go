@@ -11,8 +11,8 @@ import (
 var liveSandboxes atomic.Int64
 
 // spinFits reports whether a sandbox may spin when it makes live sandboxes
-// in all on cpus CPUs: a spinner needs a CPU to itself.
-func spinFits(live int64, cpus int) bool { return live <= int64(cpus) }
+// in all on cpus CPUs (see SpinAuto).
+func spinFits(live int64, cpus int) bool { return live <= 2*int64(cpus) }
 
 // usableCPUs returns how many CPUs this process may run on now.
 func usableCPUs() int {

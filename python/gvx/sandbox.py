@@ -203,8 +203,8 @@ class Sandbox:
     ``spin`` lets systrap's threads spin while the guest and the Sentry wait for
     each other: a lone busy sandbox's system calls run 2–5× faster, but with more
     busy sandboxes than CPUs the spinners take the CPU the others need. ``None``
-    (the default) spins while this process runs no more sandboxes than it has
-    CPUs; ``info.spinning`` says what a sandbox does.
+    (the default) spins while this process runs no more than twice as many
+    sandboxes as it has CPUs; ``info.spinning`` says what a sandbox does.
 
     >>> with gvx.Sandbox() as sb:
     ...     print(sb.exec("echo hello").stdout)
