@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,12 +89,12 @@ func main() {
 	fmt.Println()
 	fmt.Println("| what | p50 | p99 | min |")
 	fmt.Println("|---|---|---|---|")
-	row("gvx SDK `Exec(true)`", measureExecRTT(sdkConfig()))
+	row("gvx SDK `Exec(true)`", inSandbox(sdkConfig(), measureExecOf("true")))
 	if cpus := benchfmt.CPUs(); len(cpus) > 1 {
 		cpu := cpus[len(cpus)-1]
 		pinned := sdkConfig()
 		pinned.Resources.CPUSet = []int{cpu}
-		row(fmt.Sprintf("gvx SDK `Exec(true)`, sandbox pinned to CPU %d (`--cpuset-cpus`)", cpu), measureExecRTT(pinned))
+		row(fmt.Sprintf("gvx SDK `Exec(true)`, sandbox pinned to CPU %d (`--cpuset-cpus`)", cpu), inSandbox(pinned, measureExecOf("true")))
 	} else {
 		skip("gvx pinned to one CPU", "this process may run on one CPU only")
 	}
@@ -105,12 +106,12 @@ func main() {
 		skip("gvx SDK `Exec(true)` after idle", "-idle-rounds 0")
 	}
 	if *runsc != "" && *bundle != "" {
-		row("`runsc exec ID true`", measureRunscExec())
+		row("`runsc exec ID true`", inRunscContainer(measureExecOf("/bin/true")))
 	} else {
 		skip("runsc exec", "needs -runsc and -bundle")
 	}
 	if d := dockerAvailable(); d == "" {
-		row("`docker exec ID true`", measureDockerExec())
+		row("`docker exec ID true`", inDockerContainer(measureExecOf("true")))
 	} else {
 		skip("docker exec", d)
 	}
@@ -122,17 +123,17 @@ func main() {
 	fmt.Println()
 	fmt.Println("| what | p50 | p99 | min |")
 	fmt.Println("|---|---|---|---|")
-	row("gvx, systrap (the default)", measureForkLoop(sdkExecLoop(sdkConfig())))
+	row("gvx, systrap (the default)", inSandbox(sdkConfig(), measureForkLoop))
 	ptraceCfg := sdkConfig()
 	ptraceCfg.Platform = gvx.PlatformPtrace
-	row("gvx, `--platform ptrace`", measureForkLoop(sdkExecLoop(ptraceCfg)))
+	row("gvx, `--platform ptrace`", inSandbox(ptraceCfg, measureForkLoop))
 	if *runsc != "" && *bundle != "" {
-		row("`runsc exec ID sh -c …` (systrap)", measureRunscForkLoop())
+		row("`runsc exec ID sh -c …` (systrap)", inRunscContainer(measureForkLoop))
 	} else {
 		skip("runsc exec", "needs -runsc and -bundle")
 	}
 	if d := dockerAvailable(); d == "" {
-		row("`docker exec ID sh -c …` (no sandbox)", measureDockerForkLoop())
+		row("`docker exec ID sh -c …` (no sandbox)", inDockerContainer(measureForkLoop))
 	} else {
 		skip("docker exec", d)
 	}
@@ -271,19 +272,6 @@ func measureSDK() stats {
 	return summarize(ds)
 }
 
-func measureExecRTT(cfg gvx.Config) stats {
-	ctx := context.Background()
-	sb, err := gvx.New(ctx, cfg)
-	if err != nil {
-		return stats{err: err}
-	}
-	defer sb.Close()
-	return measure(func() error {
-		_, err := sb.Exec(ctx, []string{"true"}, nil)
-		return err
-	})
-}
-
 // idlePause is how long a sandbox idles before each exec of
 // measureExecAfterIdle: longer than the 1 s --idle-trim it sets.
 const idlePause = 1500 * time.Millisecond
@@ -341,25 +329,61 @@ func dockerAvailable() string {
 	return ""
 }
 
-func measureDockerExec() stats {
+// execIn runs a command in a sandbox or container and fails unless it
+// exits with status 0.
+type execIn func(argv ...string) error
+
+// measureExecOf measures the round trip of exec'ing argv.
+func measureExecOf(argv ...string) func(execIn) stats {
+	return func(exec execIn) stats { return measure(func() error { return exec(argv...) }) }
+}
+
+// inSandbox runs m against a KeepAlive sandbox started from cfg, through
+// the SDK's Exec.
+func inSandbox(cfg gvx.Config, m func(execIn) stats) stats {
+	ctx := context.Background()
+	sb, err := gvx.New(ctx, cfg)
+	if err != nil {
+		return stats{err: err}
+	}
+	defer sb.Close()
+	return m(func(argv ...string) error {
+		res, err := sb.Exec(ctx, argv, nil)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("%v exited with %d: %s", argv, res.ExitCode, res.Stderr)
+		}
+		return err
+	})
+}
+
+// inDockerContainer runs m against a detached host container of
+// -docker-image, through `docker exec`.
+func inDockerContainer(m func(execIn) stats) stats {
 	out, err := exec.Command("docker", "run", "-d", "--rm", "--pull", "never", "--network", "none", *dockerImage, "sleep", "3600").Output()
 	if err != nil {
 		return stats{err: err}
 	}
 	id := strings.TrimSpace(string(out))
 	defer exec.Command("docker", "rm", "-f", id).Run()
-	return measure(func() error { return run(nil, "docker", "exec", id, "true") })
+	return m(func(argv ...string) error { return run(nil, "docker", append([]string{"exec", id}, argv...)...) })
 }
 
-func measureRunscExec() stats {
-	id := fmt.Sprintf("gvx-bench-%d", os.Getpid())
+// runscContainers numbers the containers of inRunscContainer.
+var runscContainers atomic.Int32
+
+// inRunscContainer runs m against a detached `runsc run` container of
+// -bundle, through `runsc exec`.
+func inRunscContainer(m func(execIn) stats) stats {
+	id := fmt.Sprintf("gvx-bench-%d-%d", os.Getpid(), runscContainers.Add(1))
 	root := filepath.Join(os.TempDir(), id+"-state")
 	defer os.RemoveAll(root)
 	if err := startRunsc(root, id); err != nil {
 		return stats{err: err}
 	}
 	defer stopRunsc(root, id)
-	return measure(func() error { return run(nil, *runsc, "--root", root, "exec", id, "/bin/true") })
+	return m(func(argv ...string) error {
+		return run(nil, *runsc, append([]string{"--root", root, "exec", id}, argv...)...)
+	})
 }
 
 func startRunsc(root, id string) error {
@@ -515,83 +539,34 @@ func numCPU() int {
 const forkLoopRuns = 5
 
 // measureForkLoop times `for i in $(seq k); do /bin/true; done` through
-// runLoop for k = -fork-loops and for k = 0, interleaved, and returns the
+// exec for k = -fork-loops and for k = 0, interleaved, and returns the
 // difference per iteration: what fork, exec, exit and wait cost inside the
 // guest, without the cost of starting the shell.
-func measureForkLoop(runLoop func(k int) (time.Duration, error), closeLoop func()) stats {
-	defer closeLoop()
+func measureForkLoop(exec execIn) stats {
 	if *forkLoops <= 0 {
 		return stats{err: fmt.Errorf("-fork-loops must be positive")}
 	}
-	if _, err := runLoop(1); err != nil { // warm the page cache
+	loop := func(k int) (time.Duration, error) {
+		start := time.Now()
+		err := exec("/bin/sh", "-c", fmt.Sprintf("for i in $(seq %d); do /bin/true; done", k))
+		return time.Since(start), err
+	}
+	if _, err := loop(1); err != nil { // warm the page cache
 		return stats{err: err}
 	}
 	var ds []time.Duration
 	for i := 0; i < forkLoopRuns; i++ {
-		full, err := runLoop(*forkLoops)
+		full, err := loop(*forkLoops)
 		if err != nil {
 			return stats{err: err}
 		}
-		empty, err := runLoop(0)
+		empty, err := loop(0)
 		if err != nil {
 			return stats{err: err}
 		}
 		ds = append(ds, (full-empty)/time.Duration(*forkLoops))
 	}
 	return summarize(ds)
-}
-
-func forkLoopScript(k int) string {
-	return fmt.Sprintf("for i in $(seq %d); do /bin/true; done", k)
-}
-
-// sdkExecLoop runs the loop with Exec in one sandbox started from cfg.
-func sdkExecLoop(cfg gvx.Config) (func(k int) (time.Duration, error), func()) {
-	ctx := context.Background()
-	sb, err := gvx.New(ctx, cfg)
-	if err != nil {
-		return func(int) (time.Duration, error) { return 0, err }, func() {}
-	}
-	return func(k int) (time.Duration, error) {
-		start := time.Now()
-		res, err := sb.Exec(ctx, []string{"/bin/sh", "-c", forkLoopScript(k)}, nil)
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("the loop exited with %d: %s", res.ExitCode, res.Stderr)
-		}
-		return time.Since(start), err
-	}, func() { sb.Close() }
-}
-
-// timedRun returns how long a host command took.
-func timedRun(name string, args ...string) (time.Duration, error) {
-	start := time.Now()
-	err := run(nil, name, args...)
-	return time.Since(start), err
-}
-
-func measureRunscForkLoop() stats {
-	id := fmt.Sprintf("gvx-bench-fork-%d", os.Getpid())
-	root := filepath.Join(os.TempDir(), id+"-state")
-	defer os.RemoveAll(root)
-	if err := startRunsc(root, id); err != nil {
-		return stats{err: err}
-	}
-	defer stopRunsc(root, id)
-	return measureForkLoop(func(k int) (time.Duration, error) {
-		return timedRun(*runsc, "--root", root, "exec", id, "/bin/sh", "-c", forkLoopScript(k))
-	}, func() {})
-}
-
-func measureDockerForkLoop() stats {
-	out, err := exec.Command("docker", "run", "-d", "--rm", "--pull", "never", "--network", "none", *dockerImage, "sleep", "3600").Output()
-	if err != nil {
-		return stats{err: err}
-	}
-	id := strings.TrimSpace(string(out))
-	defer exec.Command("docker", "rm", "-f", id).Run()
-	return measureForkLoop(func(k int) (time.Duration, error) {
-		return timedRun("docker", "exec", id, "/bin/sh", "-c", forkLoopScript(k))
-	}, func() {})
 }
 
 // busyBytes is how many one-byte reads and writes each busy sandbox makes.

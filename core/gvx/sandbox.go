@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,19 +54,20 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	ours := os.NewFile(uintptr(fds[0]), "gvx-control")
 	theirs := os.NewFile(uintptr(fds[1]), "gvx-control-child")
+	// This sandbox's place among the live ones, given back when rungv
+	// exits; taken before SpinAuto decides, so that concurrent News count
+	// each other.
+	live := liveSandboxes.Add(1)
+	if cfg.Spin == SpinAuto && !spinFits(live, usableCPUs()) {
+		cfg.Spin = SpinOff
+	}
 	// ExtraFiles[0] is fd 3 in the child.
 	args, err := cfg.args(3)
 	if err != nil {
+		liveSandboxes.Add(-1)
 		ours.Close()
 		theirs.Close()
 		return nil, err
-	}
-	// This sandbox's place among the live ones, given back when rungv
-	// exits; taken before deciding, so that concurrent News count each
-	// other.
-	live := liveSandboxes.Add(1)
-	if cfg.Spin == SpinAuto && !spinFits(live, usableCPUs()) {
-		args = slices.Insert(args, slices.Index(args, "run")+1, "--spin=false")
 	}
 	tail := &tailbuf.Buffer{Max: stderrTail}
 	cmd := exec.Command(rungv, args...)
@@ -162,12 +162,9 @@ func (sb *Sandbox) failure(what string, err error) error {
 // startFailure explains why rungv did not start. When rungv exited saying
 // why, as it does for a bad image, flag or CPU set, its words lead: the
 // failed handshake they caused is only a symptom, kept for errors.Is.
+//
+// Preconditions: sb.exited is closed.
 func (sb *Sandbox) startFailure(handshake error) error {
-	select {
-	case <-sb.exited:
-	case <-time.After(2 * time.Second):
-		return sb.failure("starting the sandbox", handshake)
-	}
 	said := rungvError(sb.tail.String())
 	var ee *exec.ExitError
 	if said == "" || !errors.As(sb.waitErr, &ee) || !ee.Exited() {

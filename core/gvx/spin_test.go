@@ -9,7 +9,7 @@ import (
 // no more than twice as many sandboxes as it has CPUs; SpinOn and SpinOff are obeyed
 // whatever runs. rungv reports what it does in Info.
 func TestSpinAuto(t *testing.T) {
-	if v, ok := lookupEnv(t, "GVX_SPIN"); ok {
+	if v, ok := os.LookupEnv("GVX_SPIN"); ok {
 		t.Skipf("GVX_SPIN=%s decides for the sandboxes SpinAuto lets spin", v)
 	}
 	cpus := usableCPUs()
@@ -36,9 +36,4 @@ func TestSpinAuto(t *testing.T) {
 	if _, err := cfg.args(3); err == nil {
 		t.Error("Spin 7 accepted")
 	}
-}
-
-func lookupEnv(t *testing.T, key string) (string, bool) {
-	t.Helper()
-	return os.LookupEnv(key)
 }

@@ -49,24 +49,29 @@ func checkKVM(cacheDir, erofsPath string) error {
 				strings.TrimSpace(string(why)), failFile)
 		}
 	}
-	err := runPlatformProbe(sentry.PlatformKVM, erofsPath, platformProbeTimeout)
 	// Success and a hang are facts about this host until it reboots; other
 	// failures (no access to /dev/kvm, say) are quick to find again and may
-	// be fixed meanwhile, so they are not recorded. A record that cannot
-	// be written only costs the next kvm sandbox another probe.
-	record, content := okFile, version
-	if err != nil {
-		record, content = failFile, err.Error()
-	}
-	if record != "" && (err == nil || errors.Is(err, errProbeHung)) {
-		if os.MkdirAll(filepath.Dir(record), 0o755) == nil {
-			os.WriteFile(record, []byte(content+"\n"), 0o644)
-		}
+	// be fixed meanwhile, so they are not recorded.
+	err := runPlatformProbe(sentry.PlatformKVM, erofsPath, platformProbeTimeout)
+	switch {
+	case okFile == "":
+	case err == nil:
+		writeProbeRecord(okFile, version)
+	case errors.Is(err, errProbeHung):
+		writeProbeRecord(failFile, err.Error())
 	}
 	if err != nil {
 		return fmt.Errorf("--platform kvm does not work on this host: %w; use --platform systrap (the default)", err)
 	}
 	return nil
+}
+
+// writeProbeRecord records a probe's outcome. A record that cannot be
+// written only costs the next kvm sandbox another probe.
+func writeProbeRecord(path, content string) {
+	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+		os.WriteFile(path, []byte(content+"\n"), 0o644)
+	}
 }
 
 // kvmProbeRecords names the files that record a kvm probe's success or
