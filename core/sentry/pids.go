@@ -69,8 +69,10 @@ func installPidsLimiter() {
 
 // limitTasks returns fn guarded by the task limit of the caller's kernel.
 // Reservations make the limit exact under concurrent clones; a clone that
-// fails for another reason only held its reservation while it ran.
+// fails for another reason only held its reservation while it ran. A clone
+// the host refuses to back with a process or thread fails with EAGAIN.
 func limitTasks(fn kernel.SyscallFn) kernel.SyscallFn {
+	fn = hostRefusalsAsEAGAIN(fn)
 	return func(t *kernel.Task, sysno uintptr, args arch.SyscallArguments) (uintptr, *kernel.SyscallControl, error) {
 		v, ok := pidsLimits.Load(t.Kernel())
 		if !ok {
