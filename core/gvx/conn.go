@@ -1,7 +1,6 @@
 package gvx
 
 import (
-	"fmt"
 	"net"
 	"os"
 )
@@ -11,7 +10,7 @@ func fileConn(f *os.File) (net.Conn, error) {
 	defer f.Close()
 	c, err := net.FileConn(f)
 	if err != nil {
-		return nil, fmt.Errorf("gvx: control socket: %w", err)
+		return nil, withHostLimitHint("control socket", err)
 	}
 	return c, nil
 }

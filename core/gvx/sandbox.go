@@ -50,7 +50,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("gvx: creating the control socket pair: %w", err)
+		return nil, withHostLimitHint("creating the control socket pair", err)
 	}
 	ours := os.NewFile(uintptr(fds[0]), "gvx-control")
 	theirs := os.NewFile(uintptr(fds[1]), "gvx-control-child")
@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err != nil {
 		liveSandboxes.Add(-1)
 		ours.Close()
-		return nil, fmt.Errorf("gvx: starting %s: %w", rungv, err)
+		return nil, withHostLimitHint("starting "+rungv, err)
 	}
 	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{})}
 	go func() {
@@ -151,6 +151,16 @@ func (sb *Sandbox) failure(what string, err error) error {
 	case <-sb.exited:
 		err = fmt.Errorf("%w (%s)", err, sb.death())
 	case <-time.After(2 * time.Second):
+	}
+	if crash, more := sb.tail.Crash(); crash != "" {
+		msg := fmt.Sprintf("gvx: %s: %%w\nrungv crashed:\n%s", what, crash)
+		if more > 0 {
+			msg += fmt.Sprintf("\n… and %d more lines: the whole report went to rungv's stderr (Config.Stderr in Go; the process's stderr from C and Python)", more)
+		}
+		if hint := crashHint(crash); hint != "" {
+			msg += "\n" + hint
+		}
+		return fmt.Errorf(msg, err)
 	}
 	msg := strings.TrimSpace(sb.tail.String())
 	if msg != "" {

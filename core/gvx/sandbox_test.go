@@ -43,7 +43,11 @@ const (
 
 func TestMain(m *testing.M) {
 	hostile.Harness()
-	if os.Getenv(helperEnv) != "" {
+	switch os.Getenv(helperEnv) {
+	case "":
+	case fdLimitHelper:
+		os.Exit(fdLimitHelperMain())
+	default:
 		os.Exit(helperMain())
 	}
 	dir, err := os.MkdirTemp("", "gvx-sdk-test-")
@@ -470,6 +474,51 @@ func TestStartErrorsLeadWithRungvsWords(t *testing.T) {
 	}
 }
 
+// TestCrashReportsLeadWithTheirHeadline: when rungv crashes, the error
+// shows the Go crash report's headline and first stack, not the tail of a
+// dump of every goroutine, and says how to raise the limit that caused it.
+// rungv here is a script that writes such a report, as a rungv refused a
+// thread by the host does.
+func TestCrashReportsLeadWithTheirHeadline(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "rungv")
+	script := `#!/bin/sh
+{
+echo 'rungv: booting'
+echo 'runtime: failed to create new OS thread (have 9 already; errno=11)'
+echo 'runtime: may need to increase max user processes (ulimit -u)'
+echo 'fatal error: newosproc'
+echo
+echo 'runtime stack:'
+echo 'runtime.throw()'
+echo
+i=0
+while [ $i -lt 3000 ]; do printf 'goroutine %d [select]:\n\tx.go:1\n\n' $i; i=$((i+1)); done
+} >&2
+exit 2
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config()
+	cfg.Rungv = fake
+	_, err := New(context.Background(), cfg)
+	if err == nil {
+		t.Fatal("a crashing rungv started")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"rungv crashed:\nruntime: failed to create new OS thread (have 9 already; errno=11)\nruntime: may need to increase max user processes (ulimit -u)\nfatal error: newosproc\n\nruntime stack:\nruntime.throw()\n",
+		"… and 9000 more lines", "(rungv exited with status 2)", "each sandbox runs about 15",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "goroutine 2999") || len(msg) > 2000 {
+		t.Errorf("the error carries the dump's tail (%d bytes):\n%s", len(msg), msg)
+	}
+}
+
 // TestNoOrphansWhenTheCallerDies kills a process that owns a sandbox with
 // SIGKILL; its rungv must die too.
 func TestNoOrphansWhenTheCallerDies(t *testing.T) {
@@ -506,6 +555,55 @@ func TestNoOrphansWhenTheCallerDies(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestRunningOutOfFilesSaysWhichLimit starts sandboxes in a process whose
+// RLIMIT_NOFILE is 64 until one fails: the error must name the limit, say
+// that each sandbox holds files, and say how to raise it.
+func TestRunningOutOfFilesSaysWhichLimit(t *testing.T) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+fdLimitHelper, "GVX_TEST_RUNGV="+rungvBin, "GVX_TEST_IMAGE="+imageRef, "GVX_TEST_CACHE="+testCache)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, want := range []string{"too many open files", "RLIMIT_NOFILE allows (64,", "each live sandbox keeps", "ulimit -n", "resource.setrlimit"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the error when files run out does not say %q: %s", want, got)
+		}
+	}
+}
+
+// fdLimitHelper names the helper mode of TestRunningOutOfFilesSaysWhichLimit.
+const fdLimitHelper = "fd-limit"
+
+// fdLimitHelperMain lowers this process's RLIMIT_NOFILE to 64, starts
+// sandboxes until New fails and prints that error. It fails if 64 files
+// never run out, which would mean sandboxes hold none.
+func fdLimitHelperMain() int {
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: 64, Max: 64}); err != nil {
+		fmt.Println("setrlimit:", err)
+		return 1
+	}
+	cfg := Config{OCIImage: os.Getenv("GVX_TEST_IMAGE"), Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE"), KeepAlive: true}
+	var sbs []*Sandbox
+	defer func() {
+		for _, sb := range sbs {
+			sb.Close()
+		}
+	}()
+	for range 64 {
+		sb, err := New(context.Background(), cfg)
+		if err != nil {
+			fmt.Printf("after %d sandboxes: %v\n", len(sbs), err)
+			return 0
+		}
+		sbs = append(sbs, sb)
+	}
+	fmt.Println("64 sandboxes started with RLIMIT_NOFILE 64")
+	return 1
 }
 
 // helperMain starts a sandbox, prints rungv's pid and waits to be killed.
