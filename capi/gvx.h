@@ -22,6 +22,11 @@
  *   - A Go panic inside libgvx becomes GVX_E_INTERNAL; it never crashes
  *     the calling process.
  *   - All functions are thread-safe; a long call blocks only its thread.
+ *   - Do not call libgvx in a child forked after the library ran in its
+ *     parent: libgvx is Go code, Go's runtime keeps its threads in the
+ *     parent, and the child's call would hang. Fork and exec (posix_spawn)
+ *     workers, or load the library only in them. (The Python package
+ *     detects such a child and raises gvx.ForkedProcessError.)
  */
 #ifndef GVX_H
 #define GVX_H

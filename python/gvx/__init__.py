@@ -17,6 +17,7 @@ import ctypes
 from . import _ffi
 from .errors import (
     ExecError,
+    ForkedProcessError,
     GvxError,
     InternalError,
     InvalidArgumentError,
@@ -46,6 +47,7 @@ __all__ = [
     "docker",
     "golden",
     "ExecError",
+    "ForkedProcessError",
     "ExecResult",
     "GvxError",
     "InternalError",

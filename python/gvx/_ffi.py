@@ -6,6 +6,11 @@ The library is found, in order, at ``$GVX_LIBRARY``, next to this package
 
 Every call releases the GIL while it runs (ctypes does that for CDLL
 functions), so long calls block only their own thread.
+
+A process forked after the library was loaded cannot use it: Go's runtime
+keeps its threads in the parent, and a call in the child would hang. Such a
+child gets :class:`gvx.ForkedProcessError` instead, and its copies of the
+parent's sandboxes close as no-ops, leaving the parent's sandboxes running.
 """
 
 from __future__ import annotations
@@ -22,6 +27,27 @@ GVX_OK = 0
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
+# Set in a child forked from a process that had loaded the library.
+_forked = False
+
+_FORKED_MESSAGE = (
+    "gvx cannot run in a process forked from one that had already used it: libgvx is Go code, "
+    "and Go's runtime does not survive fork(), so the call would hang. Start worker processes "
+    "with the 'spawn' or 'forkserver' method (multiprocessing.set_start_method('spawn'), "
+    "multiprocessing.get_context('spawn'), gymnasium.vector.AsyncVectorEnv(..., context='spawn')), "
+    "or create the first sandbox only after forking."
+)
+
+
+def _after_fork_in_child() -> None:
+    global _forked, _lock
+    if _lib is not None:
+        _forked = True
+    # Another thread may have held the lock when the process forked.
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
 
@@ -85,6 +111,8 @@ def _declare(lib: ctypes.CDLL) -> None:
 def lib() -> ctypes.CDLL:
     """Returns the loaded library, loading it on first use."""
     global _lib
+    if _forked:
+        raise errors.ForkedProcessError(_FORKED_MESSAGE)
     with _lock:
         if _lib is None:
             tried = []

@@ -17,6 +17,15 @@ class LibraryNotFoundError(GvxError):
     """libgvx.so could not be found."""
 
 
+class ForkedProcessError(GvxError):
+    """gvx was called in a process forked from one that had already used it.
+
+    libgvx is Go code, and Go's runtime does not survive ``fork()``: the child
+    has only the forking thread, so any call into the library would hang. Start
+    worker processes with the ``spawn`` or ``forkserver`` method instead.
+    """
+
+
 class InvalidArgumentError(GvxError, ValueError):
     """An argument was rejected; the message names it."""
 
