@@ -28,6 +28,7 @@ type testBackend struct {
 	killed  []int
 	nextPID int
 	initSig chan int
+	started []*testProcess
 }
 
 func newTestBackend() *testBackend {
@@ -56,13 +57,22 @@ func (p *testProcess) Signal(sig int) error {
 func (p *testProcess) Wait() (int, int, error) { <-p.done; return p.code, p.sigd, nil }
 
 // Exec knows: echo ARGS (stdout), err ARGS (stderr), cat (stdin to
-// stdout), exit N, sleep (until signalled), spew N (N bytes of 'x').
+// stdout), exit N, sleep (until signalled), spew N (N bytes of 'x'), and
+// sleep-after-hangup (a sleep whose start outlasts its client).
 func (b *testBackend) Exec(ctx context.Context, req ExecRequest, stdio Stdio) (Process, error) {
 	b.mu.Lock()
 	b.nextPID++
 	p := &testProcess{pid: b.nextPID, b: b, sig: make(chan int, 1), done: make(chan struct{})}
+	b.started = append(b.started, p)
 	b.mu.Unlock()
 	args := req.Argv[1:]
+	if req.Argv[0] == "sleep-after-hangup" {
+		// Starts once the client is gone and the server has looked for
+		// its commands to kill.
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond)
+		req.Argv[0] = "sleep"
+	}
 	switch req.Argv[0] {
 	case "echo", "err", "cat", "exit", "sleep", "spew", "env":
 	default:
@@ -289,6 +299,38 @@ func TestExecTimeoutAndCancel(t *testing.T) {
 	}
 	if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "ok"}}, nil); out != "ok\n" {
 		t.Errorf("after cancel: %q", out)
+	}
+}
+
+// TestExecStartingAfterItsClientLeftIsKilled: a command whose start ends
+// after its client went away, and after the server killed that client's
+// commands, is killed too, rather than left running with nobody to answer
+// (the server's connection then waited for it forever).
+func TestExecStartingAfterItsClientLeftIsKilled(t *testing.T) {
+	b := newTestBackend()
+	c, _ := serve(t, b)
+	go c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep-after-hangup"}}, ExecIO{})
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.killed)
+		b.mu.Unlock()
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			// Unblock the server's connection, or the test's cleanup
+			// would wait for it forever.
+			b.mu.Lock()
+			for _, p := range b.started {
+				p.Signal(int(syscall.SIGKILL))
+			}
+			b.mu.Unlock()
+			t.Fatal("a command that started after its client left still runs")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -119,6 +119,9 @@ type serverConn struct {
 
 	mu    sync.Mutex
 	calls map[uint64]*serverCall
+	// abandoned is set once the client went away: an exec whose process
+	// starts after abandon ran must kill it itself.
+	abandoned bool
 }
 
 // serverCall is a request in progress.
@@ -241,6 +244,7 @@ func (sc *serverConn) done(id uint64) {
 func (sc *serverConn) abandon() {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	sc.abandoned = true
 	for _, call := range sc.calls {
 		if call.in != nil {
 			call.in.finish(io.ErrUnexpectedEOF)
@@ -353,7 +357,13 @@ func (sc *serverConn) exec(ctx context.Context, id uint64, req ExecRequest, call
 	}
 	sc.mu.Lock()
 	call.process = p
+	abandoned := sc.abandoned
 	sc.mu.Unlock()
+	if abandoned {
+		// The client went away while the command started, after abandon
+		// looked for commands to kill.
+		p.Signal(int(syscall.SIGKILL))
+	}
 
 	var timedOut atomic.Bool
 	if req.Timeout > 0 {
