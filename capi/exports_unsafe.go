@@ -166,6 +166,37 @@ func gvx_sandbox_exec_stream(h C.uint64_t, request *C.cchar_t, stdin *C.cuint8_t
 	return C.GVX_OK
 }
 
+//export gvx_cancel_new
+func gvx_cancel_new(token *C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if token == nil {
+		return nullArg("token", errOut)
+	}
+	*token = C.uint64_t(newCancelToken())
+	return C.GVX_OK
+}
+
+//export gvx_cancel
+func gvx_cancel(token C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := cancelCalls(uint64(token)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_cancel_free
+func gvx_cancel_free(token C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := freeCancelToken(uint64(token)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_read_file
 func gvx_sandbox_read_file(h C.uint64_t, path *C.cchar_t, data **C.uint8_t, n *C.size_t, errOut **C.char) (status C.int) {
 	defer guard(&status, errOut)

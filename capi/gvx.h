@@ -48,6 +48,7 @@ extern "C" {
 #define GVX_E_TIMEOUT (-6)     /* a deadline passed */
 #define GVX_E_PERMISSION (-7)  /* denied inside the sandbox */
 #define GVX_E_START (-8)       /* the sandbox could not start: the message says why */
+#define GVX_E_CANCELED (-9)    /* gvx_cancel ended the call */
 
 /* Streams passed to gvx_output_fn. */
 #define GVX_STDOUT 1
@@ -124,6 +125,9 @@ int gvx_sandbox_stats(uint64_t sandbox, char **stats, char **err);
  *   "timeout": number          seconds; the command (not the sandbox) is killed
  *   "max_output": integer      bytes kept of stdout and of stderr, each; beyond
  *                              it the middle is left out (0: everything)
+ *   "cancel": integer          a token from gvx_cancel_new: gvx_cancel(token)
+ *                              from another thread kills the command and makes
+ *                              this call return GVX_E_CANCELED at once
  * stdin_data/stdin_len is the command's input (NULL: none). On success
  * *result receives {"exit_code", "signal", "timed_out", "truncated",
  * "duration" (seconds)}, and the stdout and stderr buffers and lengths the captured
@@ -148,6 +152,18 @@ typedef void (*gvx_output_fn)(void *userdata, int stream, const uint8_t *data, s
 int gvx_sandbox_exec_stream(uint64_t sandbox, const char *request_json, const uint8_t *stdin_data,
                             size_t stdin_len, gvx_output_fn on_output, void *userdata, char **result,
                             char **err);
+
+/*
+ * Cancel tokens stop long calls from another thread, as a Ctrl-C handler
+ * needs: gvx_cancel_new stores a new token in *token; a call whose request
+ * names it ("cancel") returns GVX_E_CANCELED once gvx_cancel(token) is
+ * called, and its command is killed. A cancelled token stays cancelled.
+ * gvx_cancel_free forgets a token (cancelling what still names it); an
+ * unknown or freed token gives GVX_E_CLOSED.
+ */
+int gvx_cancel_new(uint64_t *token, char **err);
+int gvx_cancel(uint64_t token, char **err);
+int gvx_cancel_free(uint64_t token, char **err);
 
 /* gvx_sandbox_read_file stores a file's content in *data and *len. */
 int gvx_sandbox_read_file(uint64_t sandbox, const char *path, uint8_t **data, size_t *len, char **err);

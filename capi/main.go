@@ -37,6 +37,7 @@ const (
 	statusTimeout     = -6
 	statusPermission  = -7
 	statusStart       = -8
+	statusCanceled    = -9
 )
 
 // statusError is an error with the status code a C caller receives.
@@ -62,6 +63,8 @@ func statusOf(err error) int {
 		return se.status
 	case errors.Is(err, gvx.ErrClosed):
 		return statusClosed
+	case errors.Is(err, context.Canceled):
+		return statusCanceled
 	case errors.Is(err, context.DeadlineExceeded), control.IsCode(err, control.CodeTimeout):
 		return statusTimeout
 	case control.IsCode(err, control.CodeNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):

@@ -212,6 +212,7 @@ type execRequest struct {
 	User      string   `json:"user"`
 	Timeout   float64  `json:"timeout"`
 	MaxOutput int      `json:"max_output"`
+	Cancel    uint64   `json:"cancel"`
 }
 
 type execResult struct {
@@ -255,6 +256,10 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	if req.MaxOutput < 0 {
 		return "", nil, nil, invalid(`request: "max_output" must not be negative`)
 	}
+	ctx, err := tokenContext(req.Cancel)
+	if err != nil {
+		return "", nil, nil, err
+	}
 	opts := &gvx.ExecOptions{Cwd: req.Cwd, User: req.User, Timeout: time.Duration(req.Timeout * float64(time.Second)), MaxOutput: req.MaxOutput}
 	opts.Env = req.Env
 	if stdin != nil {
@@ -264,7 +269,7 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 		opts.Stdout = streamWriter{1, onOutput}
 		opts.Stderr = streamWriter{2, onOutput}
 	}
-	res, err := sb.Exec(context.Background(), req.Argv, opts)
+	res, err := sb.Exec(ctx, req.Argv, opts)
 	if err != nil {
 		return "", nil, nil, err
 	}

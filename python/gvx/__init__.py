@@ -16,6 +16,7 @@ import ctypes
 
 from . import _ffi
 from .errors import (
+    CancelledError,
     ExecError,
     ForkedProcessError,
     GvxError,
@@ -46,6 +47,7 @@ __all__ = [
     "aio",
     "docker",
     "golden",
+    "CancelledError",
     "ExecError",
     "ForkedProcessError",
     "ExecResult",

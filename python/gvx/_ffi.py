@@ -15,11 +15,13 @@ parent's sandboxes close as no-ops, leaving the parent's sandboxes running.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, NoReturn, Optional
+from typing import Callable, Iterator, NoReturn, Optional
 
 from . import errors
 
@@ -40,11 +42,13 @@ _FORKED_MESSAGE = (
 
 
 def _after_fork_in_child() -> None:
-    global _forked, _lock
+    global _forked, _lock, _helpers
     if _lib is not None:
         _forked = True
-    # Another thread may have held the lock when the process forked.
+    # Another thread may have held the lock when the process forked, and the
+    # helpers' threads stayed in the parent.
     _lock = threading.Lock()
+    _helpers = None
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -87,6 +91,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gvx_sandbox_stats": [u64, pvp, pvp],
         "gvx_sandbox_exec": [u64, cs, c_uint8_p, size, pvp, pvp, ctypes.POINTER(size), pvp, ctypes.POINTER(size), pvp],
         "gvx_sandbox_exec_stream": [u64, cs, c_uint8_p, size, OUTPUT_FN, vp, pvp, pvp],
+        "gvx_cancel_new": [ctypes.POINTER(u64), pvp],
+        "gvx_cancel": [u64, pvp],
+        "gvx_cancel_free": [u64, pvp],
         "gvx_sandbox_read_file": [u64, cs, pvp, ctypes.POINTER(size), pvp],
         "gvx_sandbox_write_file": [u64, cs, c_uint8_p, size, ctypes.c_uint32, pvp],
         "gvx_sandbox_upload": [u64, cs, cs, ctypes.c_int32, pvp],
@@ -163,6 +170,81 @@ def call(fn: Callable[..., int], *args: object) -> None:
     status = fn(*args, ctypes.byref(err))
     if status != GVX_OK:
         raise_for(status, err)
+
+
+# The cancel token of the calls a thread makes inside cancel_scope().
+_scope = threading.local()
+
+
+@contextlib.contextmanager
+def cancel_scope(token: int) -> Iterator[None]:
+    """Makes the interruptible calls of this thread name ``token``, so that
+    cancelling it from elsewhere (an asyncio task being cancelled) stops them
+    and kills their commands."""
+    outer = getattr(_scope, "token", 0)
+    _scope.token = token
+    try:
+        yield
+    finally:
+        _scope.token = outer
+
+
+def new_cancel_token() -> int:
+    token = ctypes.c_uint64()
+    call(lib().gvx_cancel_new, ctypes.byref(token))
+    return token.value
+
+
+def cancel(token: int) -> None:
+    """Ends the calls naming token and kills their commands."""
+    call(lib().gvx_cancel, ctypes.c_uint64(token))
+
+
+def free_cancel_token(token: int) -> None:
+    """Forgets token, ending any call that still names it."""
+    call(lib().gvx_cancel_free, ctypes.c_uint64(token))
+
+
+# Runs main-thread calls so that the main thread waits where a signal can
+# interrupt it. Its threads are reused, which costs about a tenth of a
+# millisecond less per call than a new thread here; a call made while
+# another waits (from a signal handler) gets a thread of its own.
+_helpers: Optional[ThreadPoolExecutor] = None
+
+
+def call_interruptibly(run: Callable[[int], None]) -> None:
+    """Runs ``run(cancel_token)`` so that Ctrl-C stops it.
+
+    A signal reaches Python only between bytecodes of the main thread, and a
+    thread inside a ctypes call runs none: a 10-minute command would keep
+    Ctrl-C waiting for 10 minutes. So in the main thread the call runs in a
+    helper thread while the main thread waits, which a signal does interrupt;
+    on ``KeyboardInterrupt`` the call is cancelled through the token its
+    request names (libgvx kills the command) and the interrupt propagates.
+    Other threads get no signals, so there ``run`` is called directly, with
+    the token of the thread's :class:`cancel_scope` or 0 (none).
+    """
+    global _helpers
+    if threading.current_thread() is not threading.main_thread():
+        run(getattr(_scope, "token", 0))
+        return
+    if _helpers is None:
+        _helpers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="gvx-call")
+    token = new_cancel_token()
+    try:
+        try:
+            done = _helpers.submit(run, token)
+        except RuntimeError:  # the interpreter is exiting: no new threads
+            run(token)
+            return
+        try:
+            done.result()
+        except KeyboardInterrupt:
+            cancel(token)
+            wait([done])  # the call returns at once once cancelled
+            raise
+    finally:
+        free_cancel_token(token)
 
 
 def buffer(data: Optional[bytes]) -> tuple[Optional["ctypes._Pointer[ctypes.c_uint8]"], int]:

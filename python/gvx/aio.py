@@ -1,7 +1,10 @@
 """asyncio twins of :class:`gvx.Sandbox` and :class:`gvx.GvxEnv`.
 
-Every call runs in a worker thread (libgvx calls release the GIL), so an event
-loop can drive hundreds of sandboxes at once:
+Every call runs in a worker thread of gvx's own pool (libgvx calls release
+the GIL), so an event loop can drive hundreds of sandboxes at once; asyncio's
+default executor would run only ``os.cpu_count() + 4`` calls at a time.
+Cancelling an ``exec`` (``asyncio.wait_for``, ``task.cancel()``) kills its
+command and frees its thread:
 
 >>> async def main():
 ...     async with await gvx.aio.Sandbox.create() as sb:
@@ -11,10 +14,35 @@ loop can drive hundreds of sandboxes at once:
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Union
+import contextvars
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, TypeVar, Union
 
+from . import _ffi
 from . import env as _env
 from . import sandbox as _sandbox
+
+T = TypeVar("T")
+
+# Threads here mostly wait inside libgvx for a command or a start, so there
+# are as many as calls in flight, up to this bound (GVX_AIO_THREADS).
+_MAX_THREADS = int(os.environ.get("GVX_AIO_THREADS", "1024"))
+_pool: Optional[ThreadPoolExecutor] = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="gvx-aio")
+    return _pool
+
+
+async def _to_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """asyncio.to_thread on gvx's pool."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_executor(), call)
 
 
 class Sandbox:
@@ -25,28 +53,38 @@ class Sandbox:
 
     @classmethod
     async def create(cls, image: Optional[str] = None, **options: Any) -> "Sandbox":
-        return cls(await asyncio.to_thread(_sandbox.Sandbox, image, **options))
+        return cls(await _to_thread(_sandbox.Sandbox, image, **options))
 
     async def exec(self, cmd: _sandbox.Command, **options: Any) -> _sandbox.ExecResult:
-        return await asyncio.to_thread(self.inner.exec, cmd, **options)
+        token = _ffi.new_cancel_token()
+
+        def run() -> _sandbox.ExecResult:
+            with _ffi.cancel_scope(token):
+                return self.inner.exec(cmd, **options)
+
+        try:
+            return await _to_thread(run)
+        finally:
+            # Ends the call if it still runs: this task was cancelled.
+            _ffi.free_cancel_token(token)
 
     async def read_file(self, path: str) -> bytes:
-        return await asyncio.to_thread(self.inner.read_file, path)
+        return await _to_thread(self.inner.read_file, path)
 
     async def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
-        await asyncio.to_thread(self.inner.write_file, path, data, mode)
+        await _to_thread(self.inner.write_file, path, data, mode)
 
     async def upload(self, local: "_sandbox.PathLike", remote: str, mode: Optional[int] = None) -> None:
-        await asyncio.to_thread(self.inner.upload, local, remote, mode)
+        await _to_thread(self.inner.upload, local, remote, mode)
 
     async def download(self, remote: str, local: "_sandbox.PathLike") -> None:
-        await asyncio.to_thread(self.inner.download, remote, local)
+        await _to_thread(self.inner.download, remote, local)
 
     async def stats(self) -> _sandbox.SandboxStats:
-        return await asyncio.to_thread(self.inner.stats)
+        return await _to_thread(self.inner.stats)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.inner.close)
+        await _to_thread(self.inner.close)
 
     @property
     def closed(self) -> bool:
@@ -66,13 +104,13 @@ class GvxEnv:
         self.inner = _env.GvxEnv(**options)
 
     async def reset(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        return await asyncio.to_thread(lambda: self.inner.reset(**kwargs))
+        return await _to_thread(lambda: self.inner.reset(**kwargs))
 
     async def step(self, action: str) -> tuple[dict[str, Any], Any, bool, bool, dict[str, Any]]:
-        return await asyncio.to_thread(self.inner.step, action)
+        return await _to_thread(self.inner.step, action)
 
     async def close(self) -> None:
-        await asyncio.to_thread(self.inner.close)
+        await _to_thread(self.inner.close)
 
     async def __aenter__(self) -> "GvxEnv":
         return self

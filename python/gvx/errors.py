@@ -74,6 +74,10 @@ class ExecError(GvxError):
         super().__init__(message)
 
 
+class CancelledError(GvxError):
+    """The call was cancelled (its command killed) because the caller was interrupted."""
+
+
 _BY_STATUS: dict[int, type[GvxError]] = {
     -1: InvalidArgumentError,
     -2: InternalError,
@@ -83,6 +87,7 @@ _BY_STATUS: dict[int, type[GvxError]] = {
     -6: TimeoutError,
     -7: PermissionDeniedError,
     -8: SandboxStartError,
+    -9: CancelledError,
 }
 
 

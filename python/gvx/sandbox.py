@@ -392,27 +392,36 @@ class Sandbox:
         data = stdin.encode() if isinstance(stdin, str) else stdin
         stdin_ptr, stdin_len = _ffi.buffer(data)
         lib = _ffi.lib()
+        handle = self._h()
         result = ctypes.c_void_p()
-        if on_output is None:
-            out, err_buf = ctypes.c_void_p(), ctypes.c_void_p()
-            out_len, err_len = ctypes.c_size_t(), ctypes.c_size_t()
-            _ffi.call(
-                lib.gvx_sandbox_exec, self._h(), json.dumps(request).encode(), stdin_ptr, stdin_len,
-                ctypes.byref(result), ctypes.byref(out), ctypes.byref(out_len), ctypes.byref(err_buf), ctypes.byref(err_len),
-            )
-            stdout, stderr = _ffi.take_bytes(out, out_len.value), _ffi.take_bytes(err_buf, err_len.value)
-        else:
-            names = {1: "stdout", 2: "stderr"}
+        captured: list[bytes] = [b"", b""]
 
-            def deliver(_: Optional[int], stream: int, data_ptr: "ctypes._Pointer[ctypes.c_uint8]", length: int) -> None:
-                on_output(names.get(stream, "stdout"), ctypes.string_at(data_ptr, length))
+        def run(cancel: int) -> None:
+            if cancel:
+                request["cancel"] = cancel
+            if on_output is None:
+                out, err_buf = ctypes.c_void_p(), ctypes.c_void_p()
+                out_len, err_len = ctypes.c_size_t(), ctypes.c_size_t()
+                _ffi.call(
+                    lib.gvx_sandbox_exec, handle, json.dumps(request).encode(), stdin_ptr, stdin_len,
+                    ctypes.byref(result), ctypes.byref(out), ctypes.byref(out_len), ctypes.byref(err_buf), ctypes.byref(err_len),
+                )
+                captured[:] = [_ffi.take_bytes(out, out_len.value), _ffi.take_bytes(err_buf, err_len.value)]
+            else:
+                names = {1: "stdout", 2: "stderr"}
+                deliver_to = on_output
 
-            callback = _ffi.OUTPUT_FN(deliver)
-            _ffi.call(
-                lib.gvx_sandbox_exec_stream, self._h(), json.dumps(request).encode(), stdin_ptr, stdin_len,
-                callback, None, ctypes.byref(result),
-            )
-            stdout = stderr = b""
+                def deliver(_: Optional[int], stream: int, data_ptr: "ctypes._Pointer[ctypes.c_uint8]", length: int) -> None:
+                    deliver_to(names.get(stream, "stdout"), ctypes.string_at(data_ptr, length))
+
+                callback = _ffi.OUTPUT_FN(deliver)
+                _ffi.call(
+                    lib.gvx_sandbox_exec_stream, handle, json.dumps(request).encode(), stdin_ptr, stdin_len,
+                    callback, None, ctypes.byref(result),
+                )
+
+        _ffi.call_interruptibly(run)
+        stdout, stderr = captured
         r = json.loads(_ffi.take_string(result))
         res = ExecResult(
             exit_code=r["exit_code"], stdout_bytes=stdout, stderr_bytes=stderr, duration=r["duration"],

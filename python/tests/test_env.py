@@ -155,6 +155,35 @@ def test_asyncio_twin() -> None:
     assert asyncio.run(main()) == ["0\n", "1\n", "2\n"]
 
 
+def test_asyncio_runs_more_execs_at_once_than_asyncios_default_pool() -> None:
+    """asyncio.to_thread runs at most min(32, cpus + 4) calls at once; gvx.aio
+    must not: each exec here waits until all of them have started."""
+    n = min(32, (os.cpu_count() or 1) + 4) + 2
+    wait_for_all = f"touch /tmp/started.$$; while [ $(ls /tmp/started.* | wc -l) -lt {n} ]; do sleep 0.05; done"
+
+    async def main() -> list[gvx.ExecResult]:
+        async with await gvx.aio.Sandbox.create() as sb:
+            return await asyncio.gather(*(sb.exec(wait_for_all, timeout=60) for _ in range(n)))
+
+    results = asyncio.run(main())
+    assert [r.timed_out for r in results] == [False] * n, "some execs waited for others to finish before starting"
+    assert [r.exit_code for r in results] == [0] * n
+
+
+def test_cancelling_an_asyncio_exec_kills_its_command() -> None:
+    async def main() -> str:
+        async with await gvx.aio.Sandbox.create() as sb:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(sb.exec("sleep 300"), 0.5)
+            deadline = time.monotonic() + 10
+            while "sleep 300" in (await sb.exec("ps")).stdout:
+                assert time.monotonic() < deadline, "the cancelled command still runs"
+                await asyncio.sleep(0.1)
+            return (await sb.exec("echo usable")).stdout
+
+    assert asyncio.run(main()) == "usable\n"
+
+
 def _rss_kib() -> int:
     with open("/proc/self/status") as f:
         for line in f:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import multiprocessing
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -66,3 +70,55 @@ def test_forked_child_is_refused_not_hung() -> None:
         assert "'spawn'" in message and "fork()" in message
         assert results.get(timeout=5)[0] == "closed"
         assert sb.exec(["echo", "still"]).stdout == "still\n"
+
+
+def test_ctrl_c_stops_a_long_exec_and_kills_its_command() -> None:
+    """A signal reaches Python only between bytecodes, and a ctypes call runs
+    none: Ctrl-C during a long exec must still raise KeyboardInterrupt at
+    once, not when the command ends, and kill the command."""
+    with gvx.Sandbox() as sb:
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            sb.exec("sleep 300")
+        timer.join()
+        assert time.monotonic() - start < 60, "Ctrl-C waited for the command"
+        deadline = time.monotonic() + 10
+        while "sleep 300" in sb.exec("ps").stdout:
+            assert time.monotonic() < deadline, "the interrupted command still runs"
+            time.sleep(0.1)
+        assert sb.exec(["echo", "usable"]).stdout == "usable\n"
+
+
+def test_cancel_tokens_are_checked() -> None:
+    lib = _ffi.lib()
+    with pytest.raises(gvx.SandboxClosedError, match="cancel token 987654321"):
+        _ffi.call(lib.gvx_cancel, ctypes.c_uint64(987654321))
+    token = ctypes.c_uint64()
+    _ffi.call(lib.gvx_cancel_new, ctypes.byref(token))
+    _ffi.call(lib.gvx_cancel, token)
+    _ffi.call(lib.gvx_cancel_free, token)
+    with pytest.raises(gvx.SandboxClosedError):
+        _ffi.call(lib.gvx_cancel_free, token)
+
+
+def test_a_cancelled_token_cancels_the_call() -> None:
+    """What a C caller sees: an exec naming a cancelled token returns
+    GVX_E_CANCELED."""
+    lib = _ffi.lib()
+    token = ctypes.c_uint64()
+    _ffi.call(lib.gvx_cancel_new, ctypes.byref(token))
+    _ffi.call(lib.gvx_cancel, token)
+    try:
+        with gvx.Sandbox() as sb:
+            request = json.dumps({"argv": ["sleep", "300"], "cancel": token.value}).encode()
+            out, err_buf, result = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+            n_out, n_err = ctypes.c_size_t(), ctypes.c_size_t()
+            with pytest.raises(gvx.CancelledError):
+                _ffi.call(
+                    lib.gvx_sandbox_exec, sb._h(), request, None, 0, ctypes.byref(result),
+                    ctypes.byref(out), ctypes.byref(n_out), ctypes.byref(err_buf), ctypes.byref(n_err),
+                )
+    finally:
+        _ffi.call(lib.gvx_cancel_free, token)
