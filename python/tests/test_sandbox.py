@@ -12,6 +12,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from typing import Iterator
+
 import pytest
 
 import gvx
@@ -19,7 +21,7 @@ from conftest import children_of, open_fds
 
 
 @pytest.fixture
-def sb() -> "gvx.Sandbox":
+def sb() -> Iterator[gvx.Sandbox]:
     with gvx.Sandbox() as s:
         yield s
 
