@@ -11,7 +11,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, NoReturn, Optional, Sequence, Union
 
 from . import _ffi, errors
 
@@ -306,6 +306,13 @@ class Sandbox:
 
     def __enter__(self) -> "Sandbox":
         return self
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(
+            "a gvx.Sandbox cannot be pickled or sent to another process: it is a handle on a rungv child "
+            "of this process and its control connection. Create sandboxes in the process that uses them "
+            "(pass the image and options to the worker instead)."
+        )
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -239,3 +240,10 @@ def test_spin_is_passed_and_reported() -> None:
         with gvx.Sandbox(spin=spin) as sb:
             assert sb.info.spinning is spin
             assert sb.exec("echo ok").stdout == "ok\n"
+
+
+def test_a_sandbox_cannot_be_pickled(sb: gvx.Sandbox) -> None:
+    """Sending a sandbox to a worker process would give it a dead handle;
+    the error says what to do instead."""
+    with pytest.raises(TypeError, match="Create sandboxes in the process that uses them"):
+        pickle.dumps(sb)
