@@ -88,6 +88,13 @@ class GvxEnv(_Base):  # type: ignore[misc]
             deleted when the episode ends.
         volume_path: where the episode's clone is mounted.
         episode_dir: where clones live (default: a private temporary directory).
+        on_sandbox_failure: what a step does when the sandbox itself fails
+            (its rungv died, or it stopped answering for 5 s past
+            ``step_timeout``): ``"truncate"`` (the default) ends the episode,
+            returning ``truncated=True``, reward 0, exit code 255 and the error
+            in ``info["sandbox_error"]``, so that one broken sandbox among a
+            thousand does not stop training and the next :meth:`reset` starts
+            afresh; ``"raise"`` raises the :class:`gvx.GvxError`.
         sandbox_options: passed to :class:`gvx.Sandbox` (memory, cpus, env, …).
     """
 
@@ -109,6 +116,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
         golden: Optional[Volume] = None,
         volume_path: str = "/var/lib/docker",
         episode_dir: Optional[str] = None,
+        on_sandbox_failure: str = "truncate",
         **sandbox_options: Any,
     ) -> None:
         if max_steps < 1 or step_timeout <= 0 or max_output < 64:
@@ -120,6 +128,8 @@ class GvxEnv(_Base):  # type: ignore[misc]
             raise errors.InvalidArgumentError(
                 f"warm={warm!r}: give the number of sandboxes to keep prepared (an int >= 0, or True for one)"
             )
+        if on_sandbox_failure not in ("truncate", "raise"):
+            raise errors.InvalidArgumentError(f"on_sandbox_failure={on_sandbox_failure!r}: use 'truncate' or 'raise'")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise errors.InvalidArgumentError(f"render_mode={render_mode!r}: use one of {self.metadata['render_modes']}")
         self.image = image
@@ -131,6 +141,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self.max_output = max_output
         self.warm = int(warm)
         self.render_mode = render_mode
+        self.on_sandbox_failure = on_sandbox_failure
         self.sandbox_options = sandbox_options
         self.golden = golden
         self.volume_path = volume_path
@@ -258,18 +269,23 @@ class GvxEnv(_Base):  # type: ignore[misc]
         if not isinstance(action, str):
             raise errors.InvalidArgumentError(f"action must be a shell command string, not {type(action).__name__}")
         start = time.perf_counter()
-        result = sb.exec(action, timeout=self.step_timeout, max_output=self.max_output)
         self._steps += 1
-        self._last = (action, result)
+        try:
+            result = sb.exec(action, timeout=self.step_timeout, max_output=self.max_output)
+            self._last = (action, result)
+            reward = float(self.reward_fn(sb, action, result)) if self.reward_fn else 0.0
+            terminated = bool(self.done_fn(sb, action, result)) if self.done_fn else False
+            stats = sb.stats()
+        except (errors.SandboxUnavailableError, errors.TimeoutError) as e:
+            if self.on_sandbox_failure == "raise":
+                raise
+            return self._failed_step(e, start)
         obs = {
             "stdout": _fit(result.stdout, self.max_output),
             "stderr": _fit(result.stderr, self.max_output),
             "exit_code": result.exit_code & 0xFF,
         }
-        reward = float(self.reward_fn(sb, action, result)) if self.reward_fn else 0.0
-        terminated = bool(self.done_fn(sb, action, result)) if self.done_fn else False
         truncated = self._steps >= self.max_steps
-        stats = sb.stats()
         info = {
             "step": self._steps,
             "duration": result.duration,
@@ -283,6 +299,19 @@ class GvxEnv(_Base):  # type: ignore[misc]
         if self.render_mode == "human":
             print(self._render_text())
         return obs, reward, terminated, truncated, info
+
+    def _failed_step(
+        self, error: errors.GvxError, start: float
+    ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+        """The step that ends an episode whose sandbox failed."""
+        message = str(error)
+        obs = {"stdout": "", "stderr": _fit(message, self.max_output), "exit_code": 255}
+        info = {
+            "step": self._steps,
+            "wall_time": time.perf_counter() - start,
+            "sandbox_error": message,
+        }
+        return obs, 0.0, False, True, info
 
     def _render_text(self) -> str:
         if self._last is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 import time
 import warnings
@@ -141,6 +142,28 @@ def test_pool_pins_each_environment_to_a_cpu() -> None:
         assert [o["stdout"] for o in obs] == ["1\n", "1\n"]
     with pytest.raises(gvx.InvalidArgumentError, match="pin_cpus"):
         gvx.EnvPool(1, pin_cpus=True, cpuset=[0])
+
+
+def test_a_failed_sandbox_truncates_its_episode() -> None:
+    """One sandbox dying among many must not stop training: its step ends
+    the episode with the error in info, and the next reset starts afresh."""
+    with gvx.GvxEnv(warm=False) as env:
+        env.reset()
+        os.kill(env.sandbox.pid, signal.SIGKILL)
+        obs, reward, terminated, truncated, info = env.step("echo hi")
+        assert truncated and not terminated and reward == 0.0 and obs["exit_code"] == 255
+        assert "rungv was killed by SIGKILL" in info["sandbox_error"]
+        assert env.observation_space.contains(obs)
+        env.reset()
+        obs, *_ = env.step("echo back")
+        assert obs["stdout"] == "back\n"
+    with gvx.GvxEnv(warm=False, on_sandbox_failure="raise") as env:
+        env.reset()
+        os.kill(env.sandbox.pid, signal.SIGKILL)
+        with pytest.raises(gvx.SandboxUnavailableError, match="SIGKILL"):
+            env.step("echo hi")
+    with pytest.raises(gvx.InvalidArgumentError, match="on_sandbox_failure"):
+        gvx.GvxEnv(on_sandbox_failure="ignore")
 
 
 def test_asyncio_twin() -> None:
