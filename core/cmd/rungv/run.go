@@ -77,6 +77,9 @@ signal N killed it).`,
   rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseDockerOnlyFlags(cmd.Flags()); err != nil {
+				return err
+			}
 			var entrypoint *string
 			if cmd.Flags().Changed("entrypoint") {
 				entrypoint = &f.entrypoint
@@ -132,6 +135,7 @@ signal N killed it).`,
 	fl.MarkHidden("idle-trim")
 	f.net.register(fl)
 	f.nftables.register(fl)
+	addDockerOnlyFlags(fl)
 	return cmd
 }
 

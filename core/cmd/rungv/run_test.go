@@ -89,6 +89,27 @@ func TestRunFlags(t *testing.T) {
 	}
 }
 
+// TestDockerOnlyFlagsSayWhatToDoInstead: docker run flags rungv does not
+// take are refused with what to use instead, not "unknown flag".
+func TestDockerOnlyFlagsSayWhatToDoInstead(t *testing.T) {
+	img := testImage(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-v", "/tmp:/data"}, "--volume is a docker run flag that rungv does not take: a sandbox never sees host directories; attach an ext4 volume with --mount"},
+		{[]string{"--privileged"}, "--privileged is a docker run flag that rungv does not take: a sandbox needs none"},
+		{[]string{"-d"}, "--detach is a docker run flag that rungv does not take"},
+		{[]string{"--name", "box"}, "--name is a docker run flag that rungv does not take"},
+	} {
+		args := append(append([]string{"run", "-q"}, tc.args...), img, "true")
+		_, errOut, code := runCLI(t, "", args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("rungv %v: exit %d, stderr %q; want it to say %q", args, code, errOut, tc.want)
+		}
+	}
+}
+
 func TestRunTTY(t *testing.T) {
 	img := testImage(t)
 	master, replica, err := ptytest.Open()
