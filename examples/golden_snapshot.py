@@ -36,7 +36,7 @@ with tempfile.TemporaryDirectory(prefix="gvx-golden-") as work:
     with gvx.GvxEnv(image, golden=golden, volume_path="/var/lib/state", max_steps=3) as env:
         for episode in range(episodes):
             _, info = env.reset()
-            obs, *_ = env.step("ls /var/lib/state/dataset | wc -l; rm -rf /var/lib/state/dataset")
+            obs, *_rest = env.step("ls /var/lib/state/dataset | wc -l; rm -rf /var/lib/state/dataset")
             print(f"episode {episode}: reset in {info['reset_time'] * 1000:.1f} ms, sees {obs['stdout'].strip()} files, deletes them all")
             time.sleep(0.1)
     print("the golden is untouched:", golden.check().clean)

@@ -20,6 +20,7 @@ import argparse
 import random
 import tempfile
 import time
+from typing import Any, Callable
 from pathlib import Path
 
 import gvx
@@ -73,7 +74,7 @@ def first_image(archive: str) -> str:
 
 
 with tempfile.TemporaryDirectory(prefix="gvx-rollout-") as work:
-    options: dict[str, object] = {}
+    options: dict[str, Any] = {}
     if args.docker_image:
         base = first_image(args.archive)
         t0 = time.perf_counter()
@@ -86,7 +87,8 @@ with tempfile.TemporaryDirectory(prefix="gvx-rollout-") as work:
             step_timeout=120.0,
             **gvx.docker.SANDBOX_OPTIONS,
         )
-        reward, action = docker_reward, lambda: docker_action(base)
+        reward: Callable[[gvx.Sandbox, str, gvx.ExecResult], float] = docker_reward
+        action: Callable[[], str] = lambda: docker_action(base)  # noqa: E731
     else:
         reward, action = toy_reward, toy_action
 
