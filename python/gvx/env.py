@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import string
-import tempfile
 import threading
 import time
 import uuid
@@ -25,7 +24,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
-from . import errors
+from . import _episodes, errors
 from .sandbox import ExecResult, Mount, Sandbox
 from .volumes import Volume
 
@@ -146,7 +145,12 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self.golden = golden
         self.volume_path = volume_path
         self._own_episode_dir = golden is not None and episode_dir is None
-        self.episode_dir = Path(episode_dir or tempfile.mkdtemp(prefix="gvx-episodes-")) if golden is not None else None
+        self._episode_lock: Optional[int] = None
+        self.episode_dir: Optional[Path] = None
+        if self._own_episode_dir:
+            self.episode_dir, self._episode_lock = _episodes.new_episode_dir()
+        elif golden is not None:
+            self.episode_dir = Path(str(episode_dir))
         self._clones: dict[int, Path] = {}  # id(sandbox) -> its episode clone
         if _gym is not None and getattr(self, "spec", None) is None:
             # Commands see clocks, PIDs and randomness: the same seed and
@@ -345,6 +349,9 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self._retirer.shutdown(wait=True)
         if self._own_episode_dir and self.episode_dir is not None:
             shutil.rmtree(self.episode_dir, ignore_errors=True)
+        if self._episode_lock is not None:
+            os.close(self._episode_lock)
+            self._episode_lock = None
         if _gym is not None:
             super().close()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 import time
 import warnings
@@ -12,6 +14,7 @@ import warnings
 import pytest
 
 import gvx
+from gvx import _episodes
 from conftest import children_of, open_fds
 
 gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
@@ -164,6 +167,32 @@ def test_a_failed_sandbox_truncates_its_episode() -> None:
             env.step("echo hi")
     with pytest.raises(gvx.InvalidArgumentError, match="on_sandbox_failure"):
         gvx.GvxEnv(on_sandbox_failure="ignore")
+
+
+def test_episode_dirs_of_killed_processes_are_swept(tmp_path: Path) -> None:
+    """A process killed without cleanup (SIGKILL, or SIGTERM's default, as a
+    preempted job is) leaves its episode clones behind; making the next
+    episode directory removes them, and never a live process's."""
+    code = (
+        "import sys, time; from pathlib import Path; from gvx import _episodes; "
+        "d, _ = _episodes.new_episode_dir(Path(sys.argv[1])); (d / 'episode.ext4').write_bytes(b'x' * 4096); "
+        "print(d, flush=True); time.sleep(600)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    dead = Path(child.stdout.readline().strip())
+    live, live_lock = _episodes.new_episode_dir(tmp_path)
+    assert dead.is_dir(), "a live process's episode directory was swept"
+    child.send_signal(signal.SIGTERM)
+    child.wait()
+    assert (dead / "episode.ext4").exists()
+    again, again_lock = _episodes.new_episode_dir(tmp_path)
+    try:
+        assert not dead.exists(), "a dead process's episode clones were left behind"
+        assert live.is_dir() and again.is_dir()
+    finally:
+        os.close(live_lock)
+        os.close(again_lock)
 
 
 def test_asyncio_twin() -> None:
