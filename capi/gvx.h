@@ -81,8 +81,9 @@ void gvx_free(void *p);
  *                              as it has CPUs
  *   "network": string          "none" (loopback only) or "nat" (eth0 with a user-space NAT)
  *   "ports": [object]          published guest ports: {"guest_port", and "host_path"
- *                              (a unix socket) or "host_port" with optional "host_ip",
- *                              optional "protocol" "tcp"|"udp"}
+ *                              (a unix socket) or "host_port" (0 or absent: the host
+ *                              picks a free one; gvx_sandbox_info says which) with
+ *                              optional "host_ip", optional "protocol" "tcp"|"udp"}
  *   "allow_net": [string]      with "nat": the only destinations, CIDR[:PORT]
  *   "host_loopback": bool      with "nat": 10.0.2.2 reaches the host's 127.0.0.1
  *   "net_raw": bool            raw and packet sockets for guest root
@@ -105,7 +106,9 @@ int gvx_sandbox_new(const char *config_json, uint64_t *sandbox, char **err);
 /*
  * gvx_sandbox_info stores a JSON object describing the sandbox in *info:
  * "id", "pid" (the rungv process), "image", "hostname", "platform",
- * "spinning" (see "spin"), "rungv".
+ * "spinning" (see "spin"), "rungv", and "ports": the published ports as
+ * bound, [{"host_path"} or {"host_ip", "host_port"}, "guest_port",
+ * "protocol"], a host port the host picked filled in.
  */
 int gvx_sandbox_info(uint64_t sandbox, char **info, char **err);
 

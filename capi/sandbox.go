@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/gvx"
 )
 
@@ -117,8 +118,8 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 		return gvx.Config{}, invalid(`config: "network" %q: use "none" or "nat"`, c.Network)
 	}
 	for _, p := range c.Ports {
-		if p.GuestPort == 0 || (p.HostPath == "" && p.HostPort == 0) {
-			return gvx.Config{}, invalid(`config: "ports" entry %+v needs "guest_port" and either "host_path" or "host_port"`, p)
+		if p.GuestPort == 0 {
+			return gvx.Config{}, invalid(`config: "ports" entry %+v needs "guest_port"`, p)
 		}
 		cfg.Ports = append(cfg.Ports, gvx.PortMapping{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
 	}
@@ -186,13 +187,14 @@ func sandboxReset(h uint64) error {
 }
 
 type sandboxInfoJSON struct {
-	ID       string `json:"id"`
-	PID      int    `json:"pid"`
-	Image    string `json:"image"`
-	Hostname string `json:"hostname"`
-	Platform string `json:"platform"`
-	Spinning bool   `json:"spinning"`
-	Rungv    string `json:"rungv"`
+	ID       string                  `json:"id"`
+	PID      int                     `json:"pid"`
+	Image    string                  `json:"image"`
+	Hostname string                  `json:"hostname"`
+	Platform string                  `json:"platform"`
+	Spinning bool                    `json:"spinning"`
+	Rungv    string                  `json:"rungv"`
+	Ports    []control.PublishedPort `json:"ports"`
 }
 
 func sandboxInfo(h uint64) (string, error) {
@@ -201,7 +203,11 @@ func sandboxInfo(h uint64) (string, error) {
 		return "", err
 	}
 	i := sb.Info()
-	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Spinning, i.Rungv}), nil
+	ports := i.Ports
+	if ports == nil {
+		ports = []control.PublishedPort{}
+	}
+	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Spinning, i.Rungv, ports}), nil
 }
 
 // execRequest is gvx_sandbox_exec's request_json.

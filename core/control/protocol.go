@@ -114,6 +114,18 @@ type SandboxInfo struct {
 	Platform string `json:"platform,omitempty"`
 	Spinning bool   `json:"spinning,omitempty"` // systrap's threads spin while they wait (rungv --spin)
 	Rungv    string `json:"rungv,omitempty"`    // rungv's version
+	// Ports are the published ports as bound: a host port the host chose
+	// (published as IP::GUESTPORT) is filled in.
+	Ports []PublishedPort `json:"ports,omitempty"`
+}
+
+// PublishedPort is a guest port reachable from the host.
+type PublishedPort struct {
+	HostPath  string `json:"host_path,omitempty"` // a unix socket on the host
+	HostIP    string `json:"host_ip,omitempty"`
+	HostPort  uint16 `json:"host_port,omitempty"`
+	GuestPort uint16 `json:"guest_port"`
+	Protocol  string `json:"protocol"` // "tcp" or "udp"
 }
 
 // message is a request or a response on the wire.

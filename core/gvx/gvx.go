@@ -86,7 +86,9 @@ type PortMapping struct {
 	// HostIP is the host address to listen on when HostPath is empty;
 	// empty means 127.0.0.1.
 	HostIP string
-	// HostPort is the host port when HostPath is empty.
+	// HostPort is the host port when HostPath is empty; 0 lets the host
+	// pick a free one, which Sandbox.Info().Ports reports (what a fleet of
+	// sandboxes publishing the same guest port wants).
 	HostPort uint16
 	// GuestPort is the port in the sandbox.
 	GuestPort uint16
@@ -107,9 +109,6 @@ func (m PortMapping) flag() (string, error) {
 			return "", fmt.Errorf("gvx: PortMapping %+v: a unix socket (HostPath) carries TCP and takes no HostIP or HostPort", m)
 		}
 		return "unix:" + m.HostPath + ":" + strconv.Itoa(int(m.GuestPort)), nil
-	}
-	if m.HostPort == 0 {
-		return "", fmt.Errorf("gvx: PortMapping %+v: set HostPort, or HostPath for a unix socket", m)
 	}
 	host := m.HostIP
 	if host == "" {

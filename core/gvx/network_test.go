@@ -24,6 +24,7 @@ func TestNetworkArgs(t *testing.T) {
 			{HostPath: "/run/seed.sock", GuestPort: 2375},
 			{HostPort: 8080, GuestPort: 80},
 			{HostIP: "::1", HostPort: 5353, GuestPort: 53, Protocol: "udp"},
+			{GuestPort: 8080},
 		},
 		NetRaw: true, NFTables: true, AllowPacketSocketWrite: true}
 	a, err := cfg.args(3)
@@ -31,7 +32,7 @@ func TestNetworkArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"--network", "nat", "--allow-net", "10.0.2.2:8080", "--allow-net", "192.0.2.0/24", "--host-loopback",
-		"--publish", "unix:/run/seed.sock:2375", "--publish", "127.0.0.1:8080:80", "--publish", "[::1]:5353:53/udp",
+		"--publish", "unix:/run/seed.sock:2375", "--publish", "127.0.0.1:8080:80", "--publish", "[::1]:5353:53/udp", "--publish", "127.0.0.1:0:8080",
 		"--net-raw", "--nftables", "--allow-packet-socket-write"}
 	if !containsRun(a, want) {
 		t.Errorf("args %q lack %q", a, want)
@@ -45,7 +46,6 @@ func TestNetworkArgs(t *testing.T) {
 		{Config{NetworkMode: "bridge"}, "use NetModeNone or NetModeNAT"},
 		{Config{AllowPacketSocketWrite: true}, "needs NetRaw"},
 		{Config{Ports: []PortMapping{{HostPort: 1}}}, "set GuestPort"},
-		{Config{Ports: []PortMapping{{GuestPort: 1}}}, "set HostPort, or HostPath"},
 		{Config{Ports: []PortMapping{{HostPath: "/x", GuestPort: 1, Protocol: "udp"}}}, "carries TCP"},
 		{Config{Ports: []PortMapping{{HostPort: 1, GuestPort: 1, Protocol: "sctp"}}}, `"tcp" or "udp"`},
 	} {
@@ -138,8 +138,15 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "seed.sock")
 	port := netstacktest.FreePort(t)
 	cfg := config()
-	cfg.Ports = []PortMapping{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}, {HostPort: port, GuestPort: 5353, Protocol: "udp"}}
+	cfg.Ports = []PortMapping{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}, {HostPort: port, GuestPort: 5353, Protocol: "udp"},
+		{GuestPort: 2375}} // the host picks the last one's port
 	sb := newSandbox(t, cfg)
+	ports := sb.Info().Ports
+	if len(ports) != 4 || ports[0].HostPath != sock || ports[1].HostPort != port || ports[2].Protocol != "udp" ||
+		ports[3].HostIP != "127.0.0.1" || ports[3].HostPort == 0 || ports[3].HostPort == port || ports[3].GuestPort != 2375 {
+		t.Fatalf("Info().Ports = %+v, want the four as bound, the last with the port the host chose", ports)
+	}
+	chosen := ports[3].HostPort
 	if err := sb.WriteFile(context.Background(), "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +155,7 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 	for _, dial := range []func() (net.Conn, error){
 		func() (net.Conn, error) { return net.Dial("unix", sock) },
 		func() (net.Conn, error) { return net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)) },
+		func() (net.Conn, error) { return net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", chosen)) },
 	} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {

@@ -107,8 +107,28 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
+class PublishedPort:
+    """A guest port reachable from the host: at ``host_ip:host_port``, or at the unix
+    socket ``host_path``."""
+
+    guest_port: int
+    protocol: str = "tcp"
+    host_ip: str = ""
+    host_port: int = 0
+    host_path: str = ""
+
+    @property
+    def address(self) -> str:
+        """``host_ip:host_port`` (``[ip]:port`` for IPv6), or the socket path."""
+        if self.host_path:
+            return self.host_path
+        ip = f"[{self.host_ip}]" if ":" in self.host_ip else self.host_ip
+        return f"{ip}:{self.host_port}"
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
-    """What a sandbox is: its id, the rungv process and the image."""
+    """What a sandbox is: its id, the rungv process, the image and its published ports."""
 
     id: str
     pid: int
@@ -117,6 +137,7 @@ class SandboxInfo:
     platform: str
     spinning: bool
     rungv: str
+    ports: tuple[PublishedPort, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,11 +163,14 @@ class Mount:
         return {"type": "volume", "source": os.fspath(self.source), "target": self.target, "readonly": self.read_only}
 
 
-_PORT = re.compile(r"^(?:(?P<ip>\[[0-9a-fA-F:]+\]|[0-9.]+):)?(?P<host>\d+):(?P<guest>\d+)(?:/(?P<proto>tcp|udp))?$")
+_PORT = re.compile(
+    r"^(?:(?P<ip>\[[0-9a-fA-F:]+\]|[0-9.]+):(?=\d*:))?(?:(?P<host>\d*):)?(?P<guest>\d+)(?:/(?P<proto>tcp|udp))?$"
+)
 
 
 def parse_port(spec: str) -> dict[str, object]:
-    """Parses a docker-style port: "8080:80", "127.0.0.1:8080:80/udp", or "unix:/path.sock:2375"."""
+    """Parses a docker-style port: "8080:80", "127.0.0.1:8080:80/udp", "unix:/path.sock:2375",
+    or, for a host port the host picks (see :meth:`Sandbox.port`), "80", "127.0.0.1::80"."""
     if spec.startswith("unix:"):
         path, _, guest = spec[len("unix:") :].rpartition(":")
         if not path or not guest.isdigit():
@@ -154,8 +178,8 @@ def parse_port(spec: str) -> dict[str, object]:
         return {"host_path": path, "guest_port": int(guest)}
     m = _PORT.match(spec)
     if not m:
-        raise errors.InvalidArgumentError(f"port {spec!r}: write [IP:]HOSTPORT:GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT")
-    out: dict[str, object] = {"host_port": int(m["host"]), "guest_port": int(m["guest"])}
+        raise errors.InvalidArgumentError(f"port {spec!r}: write [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT")
+    out: dict[str, object] = {"host_port": int(m["host"] or 0), "guest_port": int(m["guest"])}
     if m["ip"]:
         out["host_ip"] = m["ip"].strip("[]")
     if m["proto"]:
@@ -329,8 +353,26 @@ class Sandbox:
         if self._info is None:
             out = ctypes.c_void_p()
             _ffi.call(_ffi.lib().gvx_sandbox_info, self._h(), ctypes.byref(out))
-            self._info = SandboxInfo(**json.loads(_ffi.take_string(out)))
+            raw = json.loads(_ffi.take_string(out))
+            raw["ports"] = tuple(PublishedPort(**p) for p in raw.get("ports") or ())
+            self._info = SandboxInfo(**raw)
         return self._info
+
+    def port(self, guest_port: int, protocol: str = "tcp") -> PublishedPort:
+        """Where the host reaches ``guest_port``, like ``docker port``: published with
+        ``ports=["8080"]``, the host picked the port, and this says which.
+
+        >>> with gvx.Sandbox(ports=["8080"]) as sb:
+        ...     url = f"http://{sb.port(8080).address}/"
+        """
+        for p in self.info.ports:
+            if p.guest_port == guest_port and p.protocol == protocol:
+                return p
+        published = ", ".join(f"{p.guest_port}/{p.protocol}" for p in self.info.ports) or "none"
+        raise errors.NotFoundError(
+            f"guest port {guest_port}/{protocol} is not published (published: {published}); "
+            f"pass ports=[\"{guest_port}\"] to gvx.Sandbox"
+        )
 
     def stats(self) -> SandboxStats:
         """Current resource use of the whole sandbox."""

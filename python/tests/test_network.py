@@ -17,7 +17,10 @@ def test_parse_port() -> None:
     assert gvx.parse_port("8080:80") == {"host_port": 8080, "guest_port": 80}
     assert gvx.parse_port("127.0.0.1:8080:80/udp") == {"host_port": 8080, "guest_port": 80, "host_ip": "127.0.0.1", "protocol": "udp"}
     assert gvx.parse_port("unix:/tmp/d.sock:2375") == {"host_path": "/tmp/d.sock", "guest_port": 2375}
-    for bad in ("80", "a:b", "unix:/x"):
+    # No host port, or 0: the host picks one.
+    assert gvx.parse_port("80") == {"host_port": 0, "guest_port": 80}
+    assert gvx.parse_port("127.0.0.1::53/udp") == {"host_port": 0, "guest_port": 53, "host_ip": "127.0.0.1", "protocol": "udp"}
+    for bad in ("127.0.0.1:80", "a:b", "unix:/x"):
         with pytest.raises(gvx.InvalidArgumentError, match="GUESTPORT"):
             gvx.parse_port(bad)
 
@@ -63,3 +66,28 @@ def test_published_unix_socket(tmp_path: Path) -> None:
             threading.Event().wait(0.05)
         assert data == b"served-by-guest\n"
     assert not sock.exists(), "the published socket outlived the sandbox"
+
+
+def test_a_host_port_the_host_picks() -> None:
+    """A fleet publishing the same guest port cannot choose host ports without
+    races: ports=["8000"] lets the host pick, and sb.port(8000) says which."""
+    with gvx.Sandbox(ports=["8000"]) as a, gvx.Sandbox(ports=["127.0.0.1::8000"]) as b:
+        for i, sb in enumerate((a, b)):
+            p = sb.port(8000)
+            assert p.host_ip == "127.0.0.1" and p.host_port > 0 and p.protocol == "tcp" and sb.info.ports == (p,)
+            sb.exec(f"nc -l -p 8000 -e echo served-by-{i} >/dev/null 2>&1 &")
+            data = b""
+            for _ in range(100):
+                with socket.socket() as c:
+                    try:
+                        c.connect((p.host_ip, p.host_port))
+                        data = c.recv(100)
+                    except OSError:
+                        data = b""
+                if data:
+                    break
+                threading.Event().wait(0.05)
+            assert data == f"served-by-{i}\n".encode()
+        assert a.port(8000).host_port != b.port(8000).host_port
+        with pytest.raises(gvx.NotFoundError, match=r'ports=\["9000"\]'):
+            a.port(9000)

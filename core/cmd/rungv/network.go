@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/sentry"
 )
@@ -30,7 +32,7 @@ type netFlags struct {
 // register adds the network flags to fl.
 func (f *netFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.network, "network", "none", "network: none (loopback only) or nat (eth0 10.0.2.15 behind a user-space NAT; DNS at 10.0.2.2)")
-	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a guest port: [IP:]HOSTPORT:GUESTPORT[/tcp|/udp] (IP defaults to 127.0.0.1) or unix:HOSTPATH:GUESTPORT")
+	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a guest port: [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] (IP defaults to 127.0.0.1; without HOSTPORT, or with 0, the host picks a free port and rungv says which) or unix:HOSTPATH:GUESTPORT")
 	fl.StringArrayVar(&f.allowNet, "allow-net", nil, "with --network nat, allow only these destinations: CIDR[:PORT], as the guest names them (repeatable; default: all but link-local and the host's own addresses)")
 	fl.BoolVar(&f.hostLoopback, "host-loopback", false, "with --network nat, let the gateway 10.0.2.2 reach the host's 127.0.0.1")
 	fl.BoolVar(&f.packetWrite, "allow-packet-socket-write", false, "let packet sockets send, not only capture (needs --net-raw)")
@@ -133,8 +135,9 @@ func parseAllowNet(s string) (netstack.AllowRule, error) {
 }
 
 // parsePublish parses -p: unix:HOSTPATH:GUESTPORT or
-// [IP:]HOSTPORT:GUESTPORT[/tcp|/udp], IP defaulting to 127.0.0.1 (an IPv6
-// address goes in brackets).
+// [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp], IP defaulting to 127.0.0.1 (an IPv6
+// address goes in brackets) and a missing or 0 HOSTPORT meaning one the
+// host picks.
 func parsePublish(s string) (netstack.Publish, error) {
 	var p netstack.Publish
 	if rest, ok := strings.CutPrefix(s, "unix:"); ok {
@@ -183,18 +186,23 @@ func parsePublish(s string) (netstack.Publish, error) {
 		hostPort, guestPort = parts[0], parts[1]
 	case len(parts) == 3 && !strings.HasPrefix(s, "["):
 		host, hostPort, guestPort = parts[0], parts[1], parts[2]
-	case len(parts) == 1:
-		return p, fmt.Errorf("-p %s: give the host port too: -p HOSTPORT:%s (random host ports are not supported)", s, spec)
+	case len(parts) == 1 && !strings.HasPrefix(s, "["):
+		// -p GUESTPORT, as docker takes it: a host port the host chooses.
+		guestPort = parts[0]
 	default:
-		return p, fmt.Errorf("-p %s: write [IP:]HOSTPORT:GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT", s)
+		return p, fmt.Errorf("-p %s: write [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT", s)
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		return p, fmt.Errorf("-p %s: host address %q: give an IP address, e.g. 127.0.0.1", s, host)
 	}
-	hp, err := parsePort(hostPort)
-	if err != nil {
-		return p, fmt.Errorf("-p %s: host port: %w", s, err)
+	var hp uint16
+	if hostPort != "" && hostPort != "0" {
+		// Empty or 0: the host chooses (the sandbox's info and, unless
+		// -q, stderr say which).
+		if hp, err = parsePort(hostPort); err != nil {
+			return p, fmt.Errorf("-p %s: host port: %w", s, err)
+		}
 	}
 	if p.GuestPort, err = parsePort(guestPort); err != nil {
 		return p, fmt.Errorf("-p %s: guest port: %w", s, err)
@@ -217,6 +225,7 @@ func parsePort(s string) (uint16, error) {
 // sandboxNetwork is the network of a sandbox being run.
 type sandboxNetwork struct {
 	*netstack.Network
+	requested []netstack.Publish // as -p gave them, in order
 }
 
 // openNetwork opens the network's host side (listeners, resolvers) before
@@ -231,13 +240,39 @@ func openNetwork(f *netFlags, logf func(string, ...any)) (*sandboxNetwork, error
 	if err != nil {
 		return nil, err
 	}
-	return &sandboxNetwork{n}, nil
+	return &sandboxNetwork{n, cfg.Publish}, nil
 }
 
 // configure wires the network into the sandbox's configuration.
 func (n *sandboxNetwork) configure(cfg *sentry.Config) {
 	cfg.ConfigureNetwork = n.Attach
 	cfg.Lockdown.Net = n.LockdownNet()
+}
+
+// ports returns the published ports as bound.
+func (n *sandboxNetwork) ports() []control.PublishedPort {
+	var out []control.PublishedPort
+	for _, p := range n.Published() {
+		pp := control.PublishedPort{HostPath: p.HostPath, GuestPort: p.GuestPort, Protocol: "tcp"}
+		if p.Protocol == netstack.UDP {
+			pp.Protocol = "udp"
+		}
+		if p.HostPath == "" {
+			pp.HostIP, pp.HostPort = p.HostAddr.Addr().String(), p.HostAddr.Port()
+		}
+		out = append(out, pp)
+	}
+	return out
+}
+
+// announceChosenPorts writes the host ports the host chose (-p GUESTPORT,
+// -p IP::GUESTPORT) to w, as the caller cannot know them otherwise.
+func (n *sandboxNetwork) announceChosenPorts(w io.Writer) {
+	for i, p := range n.ports() {
+		if i < len(n.requested) && n.requested[i].HostPath == "" && n.requested[i].HostAddr.Port() == 0 {
+			fmt.Fprintf(w, "rungv: published %s -> %d/%s\n", netip.AddrPortFrom(netip.MustParseAddr(p.HostIP), p.HostPort), p.GuestPort, p.Protocol)
+		}
+	}
 }
 
 // janitorFiles returns the unix sockets the janitor must remove.

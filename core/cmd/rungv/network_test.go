@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -232,9 +234,36 @@ func TestPublishedPortsFromTheHost(t *testing.T) {
 			}
 		})
 	}
-	_, errOut, code := rungv(t, t.TempDir(), "run", "-p", "127.0.0.1:0:9000", "x")
-	if code == 0 || !strings.Contains(errOut, "give a host port") && !strings.Contains(errOut, "1-65535") {
-		t.Errorf("-p with host port 0: exit %d %q", code, errOut)
+
+	// -p GUESTPORT: the host picks the port, and rungv says which on
+	// stderr before the sandbox starts.
+	cache, ref := netTestImage(t)
+	cmd := exec.Command(rungvBinary, "--cache", cache, "run", "-p", "8080", ref, "sh", "-c", httpdScript)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	announced := regexp.MustCompile(`^rungv: published 127\.0\.0\.1:(\d+) -> 8080/tcp$`)
+	lines := bufio.NewScanner(stderr)
+	chosen := ""
+	for chosen == "" && lines.Scan() {
+		if m := announced.FindStringSubmatch(lines.Text()); m != nil {
+			chosen = m[1]
+		}
+	}
+	if chosen == "" {
+		t.Fatal("rungv -p 8080 did not say which host port it published")
+	}
+	go io.Copy(io.Discard, stderr)
+	if got := httpGet(t, http.DefaultClient, "http://127.0.0.1:"+chosen+"/"); got != "guest httpd\n" {
+		t.Errorf("through -p 8080 (host port %s): %q", chosen, got)
 	}
 }
 
@@ -343,13 +372,14 @@ func TestNetworkFlagErrorsSayWhatToWrite(t *testing.T) {
 		{netFlags{network: "nat", allowNet: []string{"10.0.0.0/8:0"}}, "1-65535"},
 		{netFlags{network: "nat", allowNet: []string{"127.0.0.1"}}, "--host-loopback --allow-net 10.0.2.2"},
 		{netFlags{network: "nat", allowNet: []string{"10.0.2.2:80"}}, "add it"},
-		{netFlags{publish: []string{"8080"}}, "-p HOSTPORT:8080"},
+		{netFlags{publish: []string{"[::1]:8080"}}, "write [IP:][HOSTPORT:]GUESTPORT"},
 		{netFlags{publish: []string{"8080-8090:80"}}, "one port per -p"},
 		{netFlags{publish: []string{"8080:80/sctp"}}, "use /tcp or /udp"},
 		{netFlags{publish: []string{"unix:/tmp/x.sock:80/udp"}}, "drop /udp"},
 		{netFlags{publish: []string{"unix:/tmp/x.sock"}}, "unix:HOSTPATH:GUESTPORT"},
 		{netFlags{publish: []string{"localhost:8080:80"}}, "give an IP address"},
-		{netFlags{publish: []string{"127.0.0.1:0:80"}}, "1-65535"},
+		{netFlags{publish: []string{"127.0.0.1:80:0"}}, "1-65535"},
+		{netFlags{publish: []string{"127.0.0.1:70000:80"}}, "1-65535"},
 	}
 	for _, c := range cases {
 		if _, err := c.flags.config(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -369,7 +399,8 @@ func TestNetworkFlagErrorsSayWhatToWrite(t *testing.T) {
 func TestNetworkFlagsParse(t *testing.T) {
 	f := netFlags{network: "nat", hostLoopback: true,
 		allowNet: []string{"10.0.0.0/8", "192.0.2.1:443", "[2001:db8::/32]:443", "2001:db8::1", "10.0.2.2:8080"},
-		publish:  []string{"unix:rel.sock:2375", "8080:80", "0.0.0.0:5353:53/udp", "[::1]:8443:443/tcp"},
+		publish: []string{"unix:rel.sock:2375", "8080:80", "0.0.0.0:5353:53/udp", "[::1]:8443:443/tcp",
+			"9000", "127.0.0.1::9001/udp", "0:9002", "[::1]:0:9003"}, // the last four: the host picks the port
 	}
 	cfg, err := f.config()
 	if err != nil {
@@ -387,7 +418,8 @@ func TestNetworkFlagsParse(t *testing.T) {
 	for _, p := range cfg.Publish {
 		pubs = append(pubs, p.String())
 	}
-	if got, want := strings.Join(pubs, " "), "unix:"+filepath.Join(wd, "rel.sock")+":2375 127.0.0.1:8080:80 0.0.0.0:5353:53/udp [::1]:8443:443"; got != want {
+	if got, want := strings.Join(pubs, " "), "unix:"+filepath.Join(wd, "rel.sock")+":2375 127.0.0.1:8080:80 0.0.0.0:5353:53/udp [::1]:8443:443 "+
+		"127.0.0.1:0:9000 127.0.0.1:0:9001/udp 127.0.0.1:0:9002 [::1]:0:9003"; got != want {
 		t.Errorf("published %q, want %q", got, want)
 	}
 }

@@ -198,6 +198,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return err
 	}
 	defer nw.Close()
+	if !f.quiet {
+		nw.announceChosenPorts(os.Stderr)
+	}
 	janitor, err := startJanitorFor(ctl, nw)
 	if err != nil {
 		return err
@@ -276,6 +279,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			Platform: string(cfg.Platform),
 			Spinning: cfg.Platform == sentry.PlatformSystrap && !cfg.NoSpinning,
 			Rungv:    version,
+			Ports:    nw.ports(),
 		},
 	}
 	if f.selftest {
