@@ -222,7 +222,7 @@ def call_interruptibly(run: Callable[[int], None]) -> None:
     on ``KeyboardInterrupt`` the call is cancelled through the token its
     request names (libgvx kills the command) and the interrupt propagates.
     Other threads get no signals, so there ``run`` is called directly, with
-    the token of the thread's :class:`cancel_scope` or 0 (none).
+    the token of the thread's :func:`cancel_scope` or 0 (none).
     """
     global _helpers
     if threading.current_thread() is not threading.main_thread():
