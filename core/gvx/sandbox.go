@@ -153,14 +153,16 @@ func (sb *Sandbox) failure(what string, err error) error {
 	case <-time.After(2 * time.Second):
 	}
 	if crash, more := sb.tail.Crash(); crash != "" {
-		msg := fmt.Sprintf("gvx: %s: %%w\nrungv crashed:\n%s", what, crash)
+		// The report is data, never part of a format string: a panic
+		// message may hold '%'.
+		report := crash
 		if more > 0 {
-			msg += fmt.Sprintf("\n… and %d more lines: the whole report went to rungv's stderr (Config.Stderr in Go; the process's stderr from C and Python)", more)
+			report += fmt.Sprintf("\n… and %d more lines: the whole report went to rungv's stderr (Config.Stderr in Go; the process's stderr from C and Python)", more)
 		}
 		if hint := crashHint(crash); hint != "" {
-			msg += "\n" + hint
+			report += "\n" + hint
 		}
-		return fmt.Errorf(msg, err)
+		return fmt.Errorf("gvx: %s: %w\nrungv crashed:\n%s", what, err, report)
 	}
 	msg := strings.TrimSpace(sb.tail.String())
 	if msg != "" {

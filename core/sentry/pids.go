@@ -59,7 +59,7 @@ func installPidsLimiter() {
 				continue // not on this architecture (arm64 has no fork)
 			}
 			sc := table.Table[sysno]
-			sc.Fn = limitTasks(sc.Fn)
+			sc.Fn = limitTasks(hostRefusalsAsEAGAIN(sc.Fn))
 			table.Table[sysno] = sc
 		}
 		// Rebuild the fast lookup array from the edited map.
@@ -69,10 +69,8 @@ func installPidsLimiter() {
 
 // limitTasks returns fn guarded by the task limit of the caller's kernel.
 // Reservations make the limit exact under concurrent clones; a clone that
-// fails for another reason only held its reservation while it ran. A clone
-// the host refuses to back with a process or thread fails with EAGAIN.
+// fails for another reason only held its reservation while it ran.
 func limitTasks(fn kernel.SyscallFn) kernel.SyscallFn {
-	fn = hostRefusalsAsEAGAIN(fn)
 	return func(t *kernel.Task, sysno uintptr, args arch.SyscallArguments) (uintptr, *kernel.SyscallControl, error) {
 		v, ok := pidsLimits.Load(t.Kernel())
 		if !ok {

@@ -37,11 +37,10 @@ def new_episode_dir(parent: Optional[Path] = None) -> tuple[Path, int]:
     return d, fd
 
 
-def sweep_abandoned(parent: Path) -> list[Path]:
-    """Removes the episode directories in ``parent`` whose owner died;
-    returns them. Directories of live owners, of other users, and ones being
-    made are left alone."""
-    removed = []
+def sweep_abandoned(parent: Path) -> None:
+    """Removes the episode directories in ``parent`` whose owner died.
+    Directories of live owners, of other users, and ones being made are left
+    alone."""
     for d in parent.glob(PREFIX + "*"):
         try:
             fd = os.open(d / OWNER, os.O_RDONLY)
@@ -54,7 +53,5 @@ def sweep_abandoned(parent: Path) -> list[Path]:
             continue
         try:
             shutil.rmtree(d, ignore_errors=True)
-            removed.append(d)
         finally:
             os.close(fd)
-    return removed

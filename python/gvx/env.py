@@ -144,13 +144,13 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self.sandbox_options = sandbox_options
         self.golden = golden
         self.volume_path = volume_path
-        self._own_episode_dir = golden is not None and episode_dir is None
+        # Held while this environment owns episode_dir (a private one).
         self._episode_lock: Optional[int] = None
         self.episode_dir: Optional[Path] = None
-        if self._own_episode_dir:
-            self.episode_dir, self._episode_lock = _episodes.new_episode_dir()
+        if golden is not None and episode_dir is not None:
+            self.episode_dir = Path(episode_dir)
         elif golden is not None:
-            self.episode_dir = Path(str(episode_dir))
+            self.episode_dir, self._episode_lock = _episodes.new_episode_dir()
         self._clones: dict[int, Path] = {}  # id(sandbox) -> its episode clone
         if _gym is not None and getattr(self, "spec", None) is None:
             # Commands see clocks, PIDs and randomness: the same seed and
@@ -347,9 +347,9 @@ class GvxEnv(_Base):  # type: ignore[misc]
                 pass
         self._preparer.shutdown(wait=True)
         self._retirer.shutdown(wait=True)
-        if self._own_episode_dir and self.episode_dir is not None:
-            shutil.rmtree(self.episode_dir, ignore_errors=True)
         if self._episode_lock is not None:
+            if self.episode_dir is not None:
+                shutil.rmtree(self.episode_dir, ignore_errors=True)
             os.close(self._episode_lock)
             self._episode_lock = None
         if _gym is not None:

@@ -268,9 +268,9 @@ func (n *sandboxNetwork) ports() []control.PublishedPort {
 // announceChosenPorts writes the host ports the host chose (-p GUESTPORT,
 // -p IP::GUESTPORT) to w, as the caller cannot know them otherwise.
 func (n *sandboxNetwork) announceChosenPorts(w io.Writer) {
-	for i, p := range n.ports() {
+	for i, p := range n.Published() {
 		if i < len(n.requested) && n.requested[i].HostPath == "" && n.requested[i].HostAddr.Port() == 0 {
-			fmt.Fprintf(w, "rungv: published %s -> %d/%s\n", netip.AddrPortFrom(netip.MustParseAddr(p.HostIP), p.HostPort), p.GuestPort, p.Protocol)
+			fmt.Fprintf(w, "rungv: published %s -> %d/%s\n", p.HostAddr, p.GuestPort, p.Protocol)
 		}
 	}
 }
