@@ -1,6 +1,7 @@
 package sentry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -122,24 +123,25 @@ func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
 // WriteFile writes data to the absolute guest path name as root, creating
 // the file with exactly mode perm (no umask applies) or truncating it.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
+	_, err := s.WriteFileFrom(ctx, name, bytes.NewReader(data), perm)
+	return err
+}
+
+// WriteFileFrom is WriteFile with the content read from r as it is
+// written, so a large file is never held in memory. It returns the bytes
+// written.
+func (s *Sandbox) WriteFileFrom(ctx context.Context, name string, r io.Reader, perm fs.FileMode) (int64, error) {
 	if err := s.acquire(); err != nil {
-		return err
+		return 0, err
 	}
 	defer s.release()
 	fd, err := s.openAt(name, linux.O_WRONLY|linux.O_CREAT|linux.O_TRUNC, uint16(perm.Perm()))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	kctx := s.k.SupervisorContext()
 	defer fd.DecRef(kctx)
-	for len(data) > 0 {
-		n, err := fd.Write(kctx, usermem.BytesIOSequence(data), vfs.WriteOptions{})
-		if err != nil {
-			return &fs.PathError{Op: "write", Path: name, Err: hostError(err)}
-		}
-		data = data[n:]
-	}
-	return nil
+	return copyToFD(kctx, fd, name, r)
 }
 
 // Stat returns the metadata of the file at the absolute guest path name,

@@ -1,0 +1,538 @@
+package sentry
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/abi/linux"
+	gcontext "gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/errors/linuxerr"
+	"gvisor.dev/gvisor/pkg/fspath"
+	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
+	"gvisor.dev/gvisor/pkg/usermem"
+)
+
+// Directory trees move in and out of a sandbox as tar streams, handled by
+// the Sentry's VFS as guest root, like the single-file operations in
+// files.go: a command inside the guest is never needed (so an image
+// without tar works, and no process per file is paid), and every path
+// resolves inside the guest's root, so no entry can reach a host file.
+
+// ErrBadArchive is what CopyIn's errors about the archive itself match
+// (errors.Is): a broken stream, an entry that climbs out of the
+// destination or that the destination's files are in the way of.
+var ErrBadArchive = errors.New("bad archive")
+
+// badArchive returns an error matching ErrBadArchive.
+func badArchive(format string, args ...any) error {
+	return &archiveError{fmt.Errorf(format, args...)}
+}
+
+type archiveError struct{ err error }
+
+func (e *archiveError) Error() string        { return e.err.Error() }
+func (e *archiveError) Unwrap() error        { return e.err }
+func (e *archiveError) Is(target error) bool { return target == ErrBadArchive }
+
+// CopyStats counts what a copy moved.
+type CopyStats struct {
+	// Entries counts the files, directories, links and nodes.
+	Entries int64
+	// Bytes counts the regular files' content.
+	Bytes int64
+}
+
+// CopyIn extracts the tar stream r into the absolute guest directory dir,
+// which is created (with its parents, mode 0755) if missing. Entries keep
+// the archive's modes, owners and modification times; an existing
+// non-directory is replaced, an existing directory is kept and updated.
+// Entry names are relative to dir: a leading "/" is dropped, and a name
+// that climbs out of dir with ".." is refused.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyStats, error) {
+	if err := s.acquire(); err != nil {
+		return CopyStats{}, err
+	}
+	defer s.release()
+	kctx, root, err := s.fileRoot(dir)
+	if err != nil {
+		return CopyStats{}, err
+	}
+	defer root.DecRef(kctx)
+	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), root: root, dirs: map[string]bool{}}
+	dir = path.Clean(dir)
+	if err := x.mkdirAll(dir); err != nil {
+		return CopyStats{}, err
+	}
+	tr := tar.NewReader(r)
+	for {
+		if err := ctx.Err(); err != nil {
+			return x.stats, err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return x.stats, badArchive("reading the tar stream after %d entries: %w", x.stats.Entries, err)
+		}
+		if err := x.extract(dir, hdr, tr); err != nil {
+			return x.stats, err
+		}
+	}
+	// Directory times last: every entry created in a directory changed
+	// its modification time.
+	for i := len(x.dirTimes) - 1; i >= 0; i-- {
+		d := x.dirTimes[i]
+		if err := x.setTimes(d.name, d.mtime); err != nil {
+			return x.stats, err
+		}
+	}
+	return x.stats, nil
+}
+
+// extractor holds the state of one CopyIn.
+type extractor struct {
+	s        *Sandbox
+	ctx      gcontext.Context
+	creds    *auth.Credentials
+	root     vfs.VirtualDentry
+	stats    CopyStats
+	dirTimes []dirTime
+	// dirs are the directories known to exist: archives need not hold an
+	// entry for every parent.
+	dirs map[string]bool
+}
+
+type dirTime struct {
+	name  string
+	mtime time.Time
+}
+
+func (x *extractor) pop(name string, follow bool) *vfs.PathOperation {
+	return &vfs.PathOperation{Root: x.root, Start: x.root, Path: fspath.Parse(name), FollowFinalSymlink: follow}
+}
+
+// entryPath returns the guest path of a tar entry extracted into dir.
+func entryPath(dir, name string) (string, error) {
+	rel := strings.TrimLeft(name, "/")
+	if rel == "" {
+		return dir, nil
+	}
+	clean := path.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", badArchive("tar entry %q climbs out of the destination directory %s; make the archive's names relative to its top (tar -C DIR .)", name, dir)
+	}
+	return path.Join(dir, clean), nil
+}
+
+func (x *extractor) extract(dir string, hdr *tar.Header, content io.Reader) error {
+	name, err := entryPath(dir, hdr.Name)
+	if err != nil {
+		return err
+	}
+	if name != dir {
+		if err := x.mkdirAll(path.Dir(name)); err != nil {
+			return err
+		}
+	}
+	mode := uint16(hdr.Mode & 0o7777)
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := x.mkdir(name, mode); err != nil {
+			return err
+		}
+		x.dirTimes = append(x.dirTimes, dirTime{name: name, mtime: hdr.ModTime})
+		if err := x.setOwnerMode(name, hdr, true); err != nil {
+			return err
+		}
+		x.stats.Entries++
+		return nil
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		n, err := x.writeFile(name, mode, content)
+		x.stats.Bytes += n
+		if err != nil {
+			return err
+		}
+	case tar.TypeSymlink:
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		if err := x.s.k.VFS().SymlinkAt(x.ctx, x.creds, x.pop(name, false), hdr.Linkname); err != nil {
+			return pathError("symlink", name, err)
+		}
+	case tar.TypeLink:
+		target, err := entryPath(dir, hdr.Linkname)
+		if err != nil {
+			return err
+		}
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		if err := x.s.k.VFS().LinkAt(x.ctx, x.creds, x.pop(target, false), x.pop(name, false)); err != nil {
+			return pathError("link", name, err)
+		}
+		x.stats.Entries++
+		return nil // a hard link shares its target's owner, mode and times
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		if err := x.replace(name); err != nil {
+			return err
+		}
+		kind := map[byte]linux.FileMode{tar.TypeChar: linux.S_IFCHR, tar.TypeBlock: linux.S_IFBLK, tar.TypeFifo: linux.S_IFIFO}[hdr.Typeflag]
+		opts := &vfs.MknodOptions{Mode: kind | linux.FileMode(mode), DevMajor: uint32(hdr.Devmajor), DevMinor: uint32(hdr.Devminor)}
+		if err := x.s.k.VFS().MknodAt(x.ctx, x.creds, x.pop(name, false), opts); err != nil {
+			return pathError("mknod", name, err)
+		}
+	case tar.TypeXHeader, tar.TypeXGlobalHeader, tar.TypeGNULongName, tar.TypeGNULongLink:
+		return nil // archive/tar applies these to the entries they describe
+	default:
+		return badArchive("tar entry %q has type %q, which has no file to make (regular files, directories, symlinks, hard links, devices and FIFOs can be copied in)", hdr.Name, hdr.Typeflag)
+	}
+	if hdr.Typeflag == tar.TypeSymlink {
+		// A symlink's own mode and times mean nothing to Linux.
+		x.stats.Entries++
+		return x.setOwnerMode(name, hdr, false)
+	}
+	if err := x.setOwnerMode(name, hdr, true); err != nil {
+		return err
+	}
+	if err := x.setTimes(name, hdr.ModTime); err != nil {
+		return err
+	}
+	x.stats.Entries++
+	return nil
+}
+
+// lstat returns the type of the file at name, or 0 if there is none.
+func (x *extractor) lstat(name string) (uint16, error) {
+	st, err := x.s.k.VFS().StatAt(x.ctx, x.creds, x.pop(name, false), &vfs.StatOptions{Mask: linux.STATX_TYPE})
+	if linuxerr.Equals(linuxerr.ENOENT, err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, pathError("stat", name, err)
+	}
+	return st.Mode & linux.S_IFMT, nil
+}
+
+// replace removes a non-directory at name, as tar does before it creates
+// a file there: a symlink is replaced, not followed, and a hard link's
+// other names keep their content.
+func (x *extractor) replace(name string) error {
+	typ, err := x.lstat(name)
+	if err != nil || typ == 0 {
+		return err
+	}
+	if typ == linux.S_IFDIR {
+		return badArchive("copy in %s: a directory is in the way of a file of the archive; remove it first", name)
+	}
+	if err := x.s.k.VFS().UnlinkAt(x.ctx, x.creds, x.pop(name, false)); err != nil {
+		return pathError("unlink", name, err)
+	}
+	return nil
+}
+
+// mkdir makes the directory name; an existing directory is kept.
+func (x *extractor) mkdir(name string, mode uint16) error {
+	typ, err := x.lstat(name)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case linux.S_IFDIR:
+		return nil
+	case 0:
+	default:
+		if err := x.s.k.VFS().UnlinkAt(x.ctx, x.creds, x.pop(name, false)); err != nil {
+			return pathError("unlink", name, err)
+		}
+	}
+	if err := x.s.k.VFS().MkdirAt(x.ctx, x.creds, x.pop(name, false), &vfs.MkdirOptions{Mode: linux.FileMode(mode)}); err != nil && !linuxerr.Equals(linuxerr.EEXIST, err) {
+		return pathError("mkdir", name, err)
+	}
+	x.dirs[name] = true
+	return nil
+}
+
+// mkdirAll makes the absolute directory name and its missing parents.
+func (x *extractor) mkdirAll(name string) error {
+	if name == "/" || x.dirs[name] {
+		return nil
+	}
+	if err := x.mkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	st, err := x.s.k.VFS().StatAt(x.ctx, x.creds, x.pop(name, true), &vfs.StatOptions{Mask: linux.STATX_TYPE})
+	if err == nil {
+		if st.Mode&linux.S_IFMT != linux.S_IFDIR {
+			return badArchive("copy in %s: not a directory", name)
+		}
+		x.dirs[name] = true
+		return nil
+	}
+	if !linuxerr.Equals(linuxerr.ENOENT, err) {
+		return pathError("stat", name, err)
+	}
+	if err := x.s.k.VFS().MkdirAt(x.ctx, x.creds, x.pop(name, false), &vfs.MkdirOptions{Mode: 0o755}); err != nil && !linuxerr.Equals(linuxerr.EEXIST, err) {
+		return pathError("mkdir", name, err)
+	}
+	x.dirs[name] = true
+	return nil
+}
+
+func (x *extractor) writeFile(name string, mode uint16, content io.Reader) (int64, error) {
+	pop := x.pop(name, false)
+	fd, err := x.s.k.VFS().OpenAt(x.ctx, x.creds, pop, &vfs.OpenOptions{Flags: linux.O_WRONLY | linux.O_CREAT | linux.O_EXCL | linux.O_NOFOLLOW, Mode: linux.FileMode(mode)})
+	if err != nil {
+		return 0, pathError("create", name, err)
+	}
+	defer fd.DecRef(x.ctx)
+	return copyToFD(x.ctx, fd, name, content)
+}
+
+// copyToFD writes r's content to fd.
+func copyToFD(ctx gcontext.Context, fd *vfs.FileDescription, name string, r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var total int64
+	for {
+		n, rerr := r.Read(buf)
+		for data := buf[:n]; len(data) > 0; {
+			w, err := fd.Write(ctx, usermem.BytesIOSequence(data), vfs.WriteOptions{})
+			total += w
+			if err != nil {
+				return total, pathError("write", name, err)
+			}
+			data = data[w:]
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, badArchive("reading the content of %s: %w", name, rerr)
+		}
+	}
+}
+
+func (x *extractor) setOwnerMode(name string, hdr *tar.Header, withMode bool) error {
+	st := linux.Statx{Mask: linux.STATX_UID | linux.STATX_GID, UID: uint32(hdr.Uid), GID: uint32(hdr.Gid)}
+	if withMode {
+		// chown clears set-user-ID and set-group-ID bits, so the mode
+		// goes with it.
+		st.Mask |= linux.STATX_MODE
+		st.Mode = uint16(hdr.Mode & 0o7777)
+	}
+	if err := x.s.k.VFS().SetStatAt(x.ctx, x.creds, x.pop(name, false), &vfs.SetStatOptions{Stat: st}); err != nil {
+		return pathError("chown", name, err)
+	}
+	return nil
+}
+
+func (x *extractor) setTimes(name string, mtime time.Time) error {
+	if mtime.IsZero() {
+		return nil
+	}
+	ts := linux.NsecToStatxTimestamp(mtime.UnixNano())
+	st := linux.Statx{Mask: linux.STATX_ATIME | linux.STATX_MTIME, Atime: ts, Mtime: ts}
+	if err := x.s.k.VFS().SetStatAt(x.ctx, x.creds, x.pop(name, false), &vfs.SetStatOptions{Stat: st}); err != nil {
+		return pathError("utimes", name, err)
+	}
+	return nil
+}
+
+// CopyOut writes the file or directory tree at the absolute guest path
+// name to w as a tar stream, as guest root. Entry names start with name's
+// last element ("." for /), as `docker cp` and `tar -C PARENT NAME` name
+// them. Symlinks are stored, not followed; a file with several names is
+// stored once and linked; sockets are left out (tar cannot hold them).
+func (s *Sandbox) CopyOut(ctx context.Context, name string, w io.Writer) (CopyStats, error) {
+	if err := s.acquire(); err != nil {
+		return CopyStats{}, err
+	}
+	defer s.release()
+	kctx, root, err := s.fileRoot(name)
+	if err != nil {
+		return CopyStats{}, err
+	}
+	defer root.DecRef(kctx)
+	name = path.Clean(name)
+	top := path.Base(name)
+	if name == "/" {
+		top = "."
+	}
+	a := archiver{s: s, ctx: ctx, kctx: kctx, creds: s.rootCreds(), root: root, tw: tar.NewWriter(w), links: map[fileID]string{}}
+	if err := a.add(name, top); err != nil {
+		return a.stats, err
+	}
+	if err := a.tw.Close(); err != nil {
+		return a.stats, err
+	}
+	return a.stats, nil
+}
+
+// archiver holds the state of one CopyOut.
+type archiver struct {
+	s     *Sandbox
+	ctx   context.Context
+	kctx  gcontext.Context
+	creds *auth.Credentials
+	root  vfs.VirtualDentry
+	tw    *tar.Writer
+	links map[fileID]string
+	stats CopyStats
+}
+
+type fileID struct {
+	devMajor, devMinor uint32
+	ino                uint64
+}
+
+func (a *archiver) pop(name string) *vfs.PathOperation {
+	return &vfs.PathOperation{Root: a.root, Start: a.root, Path: fspath.Parse(name), FollowFinalSymlink: false}
+}
+
+// add stores the file at the guest path name as the entry entry, and a
+// directory's contents after it.
+func (a *archiver) add(name, entry string) error {
+	if err := a.ctx.Err(); err != nil {
+		return err
+	}
+	st, err := a.s.k.VFS().StatAt(a.kctx, a.creds, a.pop(name), &vfs.StatOptions{Mask: linux.STATX_ALL})
+	if err != nil {
+		return pathError("stat", name, err)
+	}
+	hdr := &tar.Header{
+		Name:    entry,
+		Mode:    int64(st.Mode & 0o7777),
+		Uid:     int(st.UID),
+		Gid:     int(st.GID),
+		ModTime: time.Unix(st.Mtime.Sec, int64(st.Mtime.Nsec)),
+		Format:  tar.FormatPAX,
+	}
+	id := fileID{st.DevMajor, st.DevMinor, st.Ino}
+	switch st.Mode & linux.S_IFMT {
+	case linux.S_IFDIR:
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name += "/"
+		if err := a.write(hdr); err != nil {
+			return err
+		}
+		names, err := a.list(name)
+		if err != nil {
+			return err
+		}
+		for _, child := range names {
+			if err := a.add(path.Join(name, child), path.Join(entry, child)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case linux.S_IFREG:
+		if first, ok := a.links[id]; ok && st.Nlink > 1 {
+			hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+			return a.write(hdr)
+		}
+		if st.Nlink > 1 {
+			a.links[id] = entry
+		}
+		hdr.Typeflag, hdr.Size = tar.TypeReg, int64(st.Size)
+		if err := a.write(hdr); err != nil {
+			return err
+		}
+		return a.content(name, hdr.Size)
+	case linux.S_IFLNK:
+		target, err := a.s.k.VFS().ReadlinkAt(a.kctx, a.creds, a.pop(name))
+		if err != nil {
+			return pathError("readlink", name, err)
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+		return a.write(hdr)
+	case linux.S_IFCHR, linux.S_IFBLK:
+		hdr.Typeflag = tar.TypeChar
+		if st.Mode&linux.S_IFMT == linux.S_IFBLK {
+			hdr.Typeflag = tar.TypeBlock
+		}
+		hdr.Devmajor, hdr.Devminor = int64(st.RdevMajor), int64(st.RdevMinor)
+		return a.write(hdr)
+	case linux.S_IFIFO:
+		hdr.Typeflag = tar.TypeFifo
+		return a.write(hdr)
+	}
+	return nil // a socket
+}
+
+func (a *archiver) write(hdr *tar.Header) error {
+	if err := a.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing the tar entry %s: %w", hdr.Name, err)
+	}
+	a.stats.Entries++
+	return nil
+}
+
+// list returns the names in the directory at name, sorted, so that the
+// same tree always gives the same archive.
+func (a *archiver) list(name string) ([]string, error) {
+	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, a.pop(name), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_DIRECTORY | linux.O_NOFOLLOW})
+	if err != nil {
+		return nil, pathError("open", name, err)
+	}
+	defer fd.DecRef(a.kctx)
+	var names []string
+	err = fd.IterDirents(a.kctx, vfs.IterDirentsCallbackFunc(func(d vfs.Dirent) error {
+		if d.Name != "." && d.Name != ".." {
+			names = append(names, d.Name)
+		}
+		return nil
+	}))
+	if err != nil {
+		return nil, pathError("readdir", name, err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// content copies size bytes of the regular file at name into the archive.
+func (a *archiver) content(name string, size int64) error {
+	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, a.pop(name), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_NOFOLLOW | linux.O_NONBLOCK})
+	if err != nil {
+		return pathError("open", name, err)
+	}
+	defer fd.DecRef(a.kctx)
+	buf := make([]byte, 256<<10)
+	for left := size; left > 0; {
+		chunk := buf[:min(left, int64(len(buf)))]
+		n, err := fd.Read(a.kctx, usermem.BytesIOSequence(chunk), vfs.ReadOptions{})
+		if n > 0 {
+			if _, werr := a.tw.Write(chunk[:n]); werr != nil {
+				return werr
+			}
+			left -= n
+			a.stats.Bytes += n
+		}
+		if err == io.EOF || (err == nil && n == 0) {
+			if left > 0 {
+				return &fs.PathError{Op: "copy out", Path: name, Err: fmt.Errorf("the file shrank by %d bytes while it was copied; copy it again when nothing writes to it", left)}
+			}
+			break
+		}
+		if err != nil {
+			return pathError("read", name, err)
+		}
+	}
+	return nil
+}
+
+// pathError wraps a Sentry error for name with the host's errno type.
+func pathError(op, name string, err error) error {
+	return &fs.PathError{Op: op, Path: name, Err: hostError(err)}
+}

@@ -1,0 +1,242 @@
+package sentry
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testTree is an archive of every kind of entry CopyIn makes.
+func testTree(t *testing.T, big []byte) []byte {
+	t.Helper()
+	mtime := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(h *tar.Header, content []byte) {
+		t.Helper()
+		h.ModTime = mtime
+		h.Size = int64(len(content))
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(&tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o750, Uid: 1000, Gid: 1000}, nil)
+	add(&tar.Header{Name: "./a.txt", Typeflag: tar.TypeReg, Mode: 0o640, Uid: 1000, Gid: 100}, []byte("alpha\n"))
+	add(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
+	add(&tar.Header{Name: "bin/run.sh", Typeflag: tar.TypeReg, Mode: 0o755}, []byte("#!/bin/sh\necho ran\n"))
+	add(&tar.Header{Name: "/empty", Typeflag: tar.TypeReg, Mode: 0o600}, nil) // a leading / is dropped
+	add(&tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "a.txt"}, nil)
+	add(&tar.Header{Name: "hard", Typeflag: tar.TypeLink, Linkname: "a.txt"}, nil)
+	add(&tar.Header{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644}, nil)
+	add(&tar.Header{Name: "deep/er/big.bin", Typeflag: tar.TypeReg, Mode: 0o644}, big) // no entries for its parents
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestCopyInAndOut copies onto the root's writable layer and onto an
+// ext4lite volume, which implement links, nodes and times separately.
+func TestCopyInAndOut(t *testing.T) {
+	t.Run("root", func(t *testing.T) {
+		s := newSandbox(t, Config{})
+		testCopyInAndOut(t, s, "/work")
+	})
+	t.Run("volume", func(t *testing.T) {
+		img := newTestVolume(t, volumeDir(t), 64<<20)
+		s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/work"}}})
+		testCopyInAndOut(t, s, "/work")
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkImageClean(t, img)
+	})
+}
+
+func testCopyInAndOut(t *testing.T, s *Sandbox, work string) {
+	ctx := context.Background()
+	startIdle(t, s)
+	big := make([]byte, 3<<20+5)
+	rand.Read(big)
+
+	st, err := s.CopyIn(ctx, work+"/new/dir", bytes.NewReader(testTree(t, big)))
+	if err != nil {
+		t.Fatalf("CopyIn: %v", err)
+	}
+	if st.Entries != 9 || st.Bytes != int64(6+19+len(big)) {
+		t.Errorf("CopyIn counted %+v", st)
+	}
+
+	// The guest sees what the archive says.
+	r := execAndWait(t, s, sh(`cd /work/new/dir && stat -c '%n %a %u:%g %Y %F' . a.txt bin/run.sh empty link fifo && stat -c %h hard && readlink link && cat hard && bin/run.sh && sha256sum deep/er/big.bin && stat -c '%a' /work/new`))
+	want := fmt.Sprintf(`. 750 1000:1000 %[1]d directory
+a.txt 640 1000:100 %[1]d regular file
+bin/run.sh 755 0:0 %[1]d regular file
+empty 600 0:0 %[1]d regular empty file
+link 777 0:0 %[2]s symbolic link
+fifo 644 0:0 %[1]d fifo
+2
+a.txt
+alpha
+ran
+%[3]x  deep/er/big.bin
+755
+`, time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC).Unix(), "LINKTIME", sha256.Sum256(big))
+	got := r.stdout
+	// A symlink's time is whenever it was made.
+	if i := strings.Index(got, "link 777 0:0 "); i >= 0 {
+		end := i + len("link 777 0:0 ") + strings.IndexByte(got[i+len("link 777 0:0 "):], ' ')
+		got = got[:i+len("link 777 0:0 ")] + "LINKTIME" + got[end:]
+	}
+	if got != want {
+		t.Fatalf("the guest sees:\n%s\nwant:\n%s\nstderr: %s", got, want, r.stderr)
+	}
+
+	// Copying in again replaces files and links, not directories.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "a.txt", Typeflag: tar.TypeSymlink, Linkname: "empty"})
+	tw.WriteHeader(&tar.Header{Name: "link", Typeflag: tar.TypeReg, Mode: 0o644, Size: 4})
+	tw.Write([]byte("new\n"))
+	tw.Close()
+	if _, err := s.CopyIn(ctx, work+"/new/dir", &buf); err != nil {
+		t.Fatalf("second CopyIn: %v", err)
+	}
+	if r := execAndWait(t, s, sh(`cd /work/new/dir && readlink a.txt && cat link hard`)); r.stdout != "empty\nnew\nalpha\n" {
+		t.Errorf("after replacing: %q %q", r.stdout, r.stderr)
+	}
+
+	// Out again: entries under the directory's name, links as links.
+	var out bytes.Buffer
+	if st, err = s.CopyOut(ctx, work+"/new/dir", &out); err != nil {
+		t.Fatalf("CopyOut: %v", err)
+	}
+	entries := map[string]*tar.Header{}
+	contents := map[string][]byte{}
+	tr := tar.NewReader(&out)
+	var order []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[h.Name] = h
+		order = append(order, h.Name)
+		contents[h.Name], _ = io.ReadAll(tr)
+	}
+	wantOrder := "dir/ dir/a.txt dir/bin/ dir/bin/run.sh dir/deep/ dir/deep/er/ dir/deep/er/big.bin dir/empty dir/fifo dir/hard dir/link"
+	if got := strings.Join(order, " "); got != wantOrder {
+		t.Fatalf("CopyOut entries:\n%s\nwant:\n%s", got, wantOrder)
+	}
+	if st.Entries != 11 || st.Bytes != int64(19+len(big)+6+4) {
+		t.Errorf("CopyOut counted %+v", st)
+	}
+	for name, check := range map[string]func(h *tar.Header) bool{
+		"dir/":      func(h *tar.Header) bool { return h.Typeflag == tar.TypeDir && h.Mode == 0o750 && h.Uid == 1000 },
+		"dir/a.txt": func(h *tar.Header) bool { return h.Typeflag == tar.TypeSymlink && h.Linkname == "empty" },
+		"dir/bin/run.sh": func(h *tar.Header) bool {
+			return h.Mode == 0o755 && string(contents[h.Name]) == "#!/bin/sh\necho ran\n"
+		},
+		"dir/deep/er/big.bin": func(h *tar.Header) bool { return bytes.Equal(contents[h.Name], big) },
+		"dir/fifo":            func(h *tar.Header) bool { return h.Typeflag == tar.TypeFifo },
+		"dir/hard": func(h *tar.Header) bool {
+			return h.Typeflag == tar.TypeReg && string(contents[h.Name]) == "alpha\n" && h.Uid == 1000 && h.Gid == 100
+		},
+		"dir/link": func(h *tar.Header) bool { return h.Typeflag == tar.TypeReg && string(contents[h.Name]) == "new\n" },
+	} {
+		if h := entries[name]; h == nil || !check(h) {
+			t.Errorf("CopyOut entry %s: %+v", name, h)
+		}
+	}
+}
+
+func TestCopyOutKeepsLinksAndSymlinks(t *testing.T) {
+	ctx := context.Background()
+	s := newSandbox(t, Config{})
+	startIdle(t, s)
+	execAndWait(t, s, sh(`mkdir -p /srv/t/sub && echo x > /srv/t/sub/f && ln /srv/t/sub/f /srv/t/f2 && ln -s /etc/passwd /srv/t/p && mkfifo /srv/t/q`))
+	var out bytes.Buffer
+	if _, err := s.CopyOut(ctx, "/srv/t", &out); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(&out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %c %s %d", h.Name, h.Typeflag, h.Linkname, h.Size))
+	}
+	// f2 comes first in order, so it holds the content and sub/f links to it.
+	want := "t/ 5  0|t/f2 0  2|t/p 2 /etc/passwd 0|t/q 6  0|t/sub/ 5  0|t/sub/f 1 t/f2 0"
+	if strings.Join(got, "|") != want {
+		t.Errorf("archive:\n%s\nwant:\n%s", strings.Join(got, "|"), want)
+	}
+
+	// A single file is an archive of one entry.
+	out.Reset()
+	if st, err := s.CopyOut(ctx, "/srv/t/sub/f", &out); err != nil || st.Entries != 1 || st.Bytes != 2 {
+		t.Errorf("CopyOut of a file: %+v %v", st, err)
+	}
+}
+
+func TestCopyRefusals(t *testing.T) {
+	ctx := context.Background()
+	s := newSandbox(t, Config{})
+	tarOf := func(hdrs ...*tar.Header) io.Reader {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range hdrs {
+			tw.WriteHeader(h)
+		}
+		tw.Close()
+		return &buf
+	}
+	for _, tc := range []struct {
+		name, dir string
+		r         io.Reader
+		want      string
+	}{
+		{"climbs out", "/tmp/x", tarOf(&tar.Header{Name: "a/../../escape", Typeflag: tar.TypeReg}), "climbs out of the destination"},
+		{"hard link out", "/tmp/x", tarOf(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "../../etc/passwd"}), "climbs out of the destination"},
+		{"relative destination", "tmp/x", tarOf(), "not absolute"},
+		{"destination is a file", "/etc/passwd", tarOf(), "not a directory"},
+		{"truncated content", "/tmp/y", io.LimitReader(bytes.NewReader(testTree(t, make([]byte, 4096))), 1027), "unexpected EOF"},
+		{"not a tar", "/tmp/z", strings.NewReader(strings.Repeat("not a tar stream ", 64)), "reading the tar stream"},
+		{"directory in the way", "/", tarOf(&tar.Header{Name: "etc", Typeflag: tar.TypeReg}), "a directory is in the way"},
+	} {
+		_, err := s.CopyIn(ctx, tc.dir, tc.r)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: CopyIn error %v, want one saying %q", tc.name, err, tc.want)
+		}
+		if bad := errors.Is(err, ErrBadArchive); bad != (tc.name != "relative destination") {
+			t.Errorf("%s: errors.Is(%v, ErrBadArchive) = %v", tc.name, err, bad)
+		}
+	}
+	if _, err := s.CopyOut(ctx, "/no/such", io.Discard); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("CopyOut of a missing path: %v", err)
+	}
+	// Nothing was made outside the destinations.
+	if _, err := s.Stat(ctx, "/escape"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("/escape: %v", err)
+	}
+}
