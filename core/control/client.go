@@ -274,7 +274,8 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecRes
 }
 
 // sendInput streams r as data frames and ends the stream. A read error
-// ends it too (the command sees EOF).
+// ends it too: a command's stdin sees EOF, a file or archive (StreamFile)
+// is aborted, so the request fails.
 func (c *Client) sendInput(id uint64, stream uint8, r io.Reader) error {
 	buf := make([]byte, 64<<10)
 	for {
@@ -285,10 +286,13 @@ func (c *Client) sendInput(id uint64, stream uint8, r io.Reader) error {
 			}
 		}
 		if err != nil {
+			flags := uint8(FlagEOF)
 			if err == io.EOF {
 				err = nil
+			} else if stream == StreamFile {
+				flags |= FlagAbort
 			}
-			c.fw.writeData(id, stream, FlagEOF, nil)
+			c.fw.writeData(id, stream, flags, nil)
 			return err
 		}
 		c.mu.Lock()
@@ -324,9 +328,65 @@ func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, r io.Reade
 	if err != nil {
 		return FileInfo{}, err
 	}
-	go c.sendInput(id, StreamFile, r)
+	sent := c.sendFile(id, r)
 	var info FileInfo
-	return info, c.wait(ctx, id, call, &info)
+	return info, sent.or(c.wait(ctx, id, call, &info))
+}
+
+// CopyIn extracts the tar stream r into the guest directory dir, which is
+// created with its parents if missing.
+func (c *Client) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error) {
+	call := &clientCall{}
+	id, err := c.start(MethodCopyIn, PathRequest{Path: dir}, call)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	sent := c.sendFile(id, r)
+	var res CopyResult
+	return res, sent.or(c.wait(ctx, id, call, &res))
+}
+
+// sentFile is the outcome of streaming a request's file or archive.
+type sentFile chan error
+
+// sendFile streams r on StreamFile in the background.
+func (c *Client) sendFile(id uint64, r io.Reader) sentFile {
+	sent := make(sentFile, 1)
+	go func() { sent <- c.sendInput(id, StreamFile, r) }()
+	return sent
+}
+
+// or returns the error that failed the source of the stream, which says
+// more than the sandbox's report of an aborted stream, or else err.
+func (s sentFile) or(err error) error {
+	if err == nil {
+		return nil
+	}
+	var serr error
+	if strings.Contains(err.Error(), ErrStreamAborted.Error()) {
+		serr = <-s // the stream was aborted: its sender is done
+	} else {
+		select {
+		case serr = <-s:
+		default: // still sending: the sandbox failed first
+		}
+	}
+	if serr != nil {
+		return fmt.Errorf("reading what was to be sent: %w", serr)
+	}
+	return err
+}
+
+// CopyOut writes the file or directory tree at path in the sandbox to w as
+// a tar stream.
+func (c *Client) CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error) {
+	call := &clientCall{file: w}
+	id, err := c.start(MethodCopyOut, PathRequest{Path: path}, call)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	var res CopyResult
+	return res, c.wait(ctx, id, call, &res)
 }
 
 // Stat describes a file in the sandbox.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -129,6 +130,29 @@ func (b *testBackend) WriteFile(ctx context.Context, req WriteFileRequest, r io.
 	b.files[req.Path] = data
 	b.mu.Unlock()
 	return FileInfo{Path: req.Path, Size: int64(len(data)), Mode: syscall.S_IFREG | req.Mode}, nil
+}
+
+// CopyIn keeps the stream as the "file" tar:DIR; CopyOut sends it back.
+func (b *testBackend) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	b.mu.Lock()
+	b.files["tar:"+dir] = data
+	b.mu.Unlock()
+	return CopyResult{Entries: 1, Bytes: int64(len(data))}, nil
+}
+
+func (b *testBackend) CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error) {
+	b.mu.Lock()
+	data, ok := b.files["tar:"+path]
+	b.mu.Unlock()
+	if !ok {
+		return CopyResult{}, Errorf(CodeNotFound, "copy out %s: no such file", path)
+	}
+	n, err := w.Write(data)
+	return CopyResult{Entries: 1, Bytes: int64(n)}, err
 }
 
 func (b *testBackend) Stat(ctx context.Context, path string) (FileInfo, error) {
@@ -489,6 +513,36 @@ func TestFiles(t *testing.T) {
 	}
 	if st, err := c.Stats(ctx); err != nil || st.MemoryUsage != 1 {
 		t.Errorf("stats: %+v %v", st, err)
+	}
+}
+
+// TestCopyStreams carries a tar stream of several frames each way; the
+// archive's content is the backend's business (core/sentry tests it).
+func TestCopyStreams(t *testing.T) {
+	c, _ := serve(t, newTestBackend())
+	ctx := context.Background()
+	stream := make([]byte, 3*MaxData+17)
+	rand.Read(stream)
+	res, err := c.CopyIn(ctx, "/work", bytes.NewReader(stream))
+	if err != nil || res.Bytes != int64(len(stream)) {
+		t.Fatalf("copy in: %+v %v", res, err)
+	}
+	var got bytes.Buffer
+	if res, err = c.CopyOut(ctx, "/work", &got); err != nil || !bytes.Equal(got.Bytes(), stream) || res.Bytes != int64(len(stream)) {
+		t.Fatalf("copy out: %+v %v, %d bytes back of %d", res, err, got.Len(), len(stream))
+	}
+	if _, err := c.CopyOut(ctx, "/missing", io.Discard); !IsCode(err, CodeNotFound) {
+		t.Errorf("copy out of a missing path: %v", err)
+	}
+
+	// A source that fails midway fails the request with its own error;
+	// the backend saw an aborted stream, not a clean end.
+	broken := io.MultiReader(bytes.NewReader(stream[:MaxData+5]), iotest.ErrReader(errors.New("disk on fire")))
+	if _, err := c.CopyIn(ctx, "/broken", broken); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("copy in from a failing source: %v", err)
+	}
+	if _, err := c.WriteFile(ctx, WriteFileRequest{Path: "/broken-file"}, iotest.ErrReader(errors.New("disk on fire"))); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("write file from a failing source: %v", err)
 	}
 }
 

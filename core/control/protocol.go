@@ -55,7 +55,8 @@ const (
 	StreamStdin  = 0
 	StreamStdout = 1
 	StreamStderr = 2
-	// StreamFile carries a file's content (ReadFile, WriteFile).
+	// StreamFile carries a file's content (ReadFile, WriteFile) or a tar
+	// stream (CopyIn, CopyOut).
 	StreamFile = 3
 )
 
@@ -63,7 +64,15 @@ const (
 const (
 	// FlagEOF marks the last frame of a stream (it may carry bytes).
 	FlagEOF = 1
+	// FlagAbort, with FlagEOF, says the stream ended because its source
+	// failed: the file or archive it carried is incomplete, and the
+	// request fails instead of keeping a truncated copy.
+	FlagAbort = 2
 )
+
+// ErrStreamAborted is what a backend reads from a stream its client
+// aborted (FlagAbort).
+var ErrStreamAborted = errors.New("the client's data stream failed before its end")
 
 // Methods.
 const (
@@ -75,6 +84,8 @@ const (
 	MethodWait      = "wait"
 	MethodShutdown  = "shutdown"
 	MethodStats     = "stats"
+	MethodCopyIn    = "copy_in"
+	MethodCopyOut   = "copy_out"
 )
 
 // Error codes.
@@ -209,6 +220,14 @@ type WriteFileRequest struct {
 	Mode uint32 `json:"mode,omitempty"`
 	// MakeParents creates missing parent directories (0755).
 	MakeParents bool `json:"make_parents,omitempty"`
+}
+
+// CopyResult counts what CopyIn or CopyOut moved.
+type CopyResult struct {
+	// Entries counts files, directories, links and nodes.
+	Entries int64 `json:"entries"`
+	// Bytes counts the regular files' content.
+	Bytes int64 `json:"bytes"`
 }
 
 // FileInfo describes a file in the sandbox.

@@ -28,6 +28,11 @@ type Backend interface {
 	ReadFile(ctx context.Context, path string, w io.Writer) (FileInfo, error)
 	// WriteFile creates or replaces a regular file with r's content.
 	WriteFile(ctx context.Context, req WriteFileRequest, r io.Reader) (FileInfo, error)
+	// CopyIn extracts the tar stream r into the guest directory dir,
+	// creating dir and its parents if missing.
+	CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error)
+	// CopyOut writes the file or tree at path to w as a tar stream.
+	CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error)
 	// Stat describes a file without following a final symlink.
 	Stat(ctx context.Context, path string) (FileInfo, error)
 	// Wait blocks until init exits (or ctx ends).
@@ -181,7 +186,10 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 				continue // the request already ended: drop
 			}
 			call.in.write(d.data)
-			if d.flags&FlagEOF != 0 {
+			switch {
+			case d.flags&FlagAbort != 0:
+				call.in.finish(ErrStreamAborted)
+			case d.flags&FlagEOF != 0:
 				call.in.finish(io.EOF)
 			}
 		default:
@@ -223,7 +231,7 @@ func (sc *serverConn) register(m message) *serverCall {
 	}
 	call := &serverCall{}
 	switch m.Method {
-	case MethodExec, MethodWriteFile:
+	case MethodExec, MethodWriteFile, MethodCopyIn:
 		// Input may arrive right behind the request.
 		call.in = newStreamPipe()
 	}
@@ -317,6 +325,23 @@ func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall)
 			return nil, err
 		}
 		return info, nil
+	case MethodCopyIn:
+		var req PathRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		return b.CopyIn(ctx, req.Path, call.in)
+	case MethodCopyOut:
+		var req PathRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		w := &streamWriter{fw: sc.fw, id: m.ID, stream: StreamFile}
+		res, err := b.CopyOut(ctx, req.Path, w)
+		if err != nil {
+			return nil, err
+		}
+		return res, w.eof()
 	case MethodStat:
 		var req PathRequest
 		if err := decodeParams(m.Params, &req); err != nil {

@@ -137,10 +137,6 @@ func (b *sandboxBackend) ReadFile(ctx context.Context, path string, w io.Writer)
 
 // WriteFile implements control.Backend.WriteFile.
 func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return control.FileInfo{}, err
-	}
 	mode := fs.FileMode(req.Mode & 0o7777)
 	if mode == 0 {
 		mode = 0o644
@@ -148,10 +144,31 @@ func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileReq
 	if req.MakeParents {
 		return control.FileInfo{}, control.Errorf(control.CodeUnsupported, "write_file: make_parents is not supported by this rungv yet; create the directory with exec mkdir -p")
 	}
-	if err := b.sb.WriteFile(ctx, req.Path, data, mode); err != nil {
+	if _, err := b.sb.WriteFileFrom(ctx, req.Path, r, mode); err != nil {
 		return control.FileInfo{}, err
 	}
 	return b.Stat(ctx, req.Path)
+}
+
+// CopyIn implements control.Backend.CopyIn.
+func (b *sandboxBackend) CopyIn(ctx context.Context, dir string, r io.Reader) (control.CopyResult, error) {
+	st, err := b.sb.CopyIn(ctx, dir, r)
+	if errors.Is(err, sentry.ErrBadArchive) {
+		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "copying into %s (after %d entries): %v", dir, st.Entries, err)
+	}
+	if err != nil {
+		return control.CopyResult{}, fmt.Errorf("copying into %s (after %d entries): %w", dir, st.Entries, err)
+	}
+	return control.CopyResult{Entries: st.Entries, Bytes: st.Bytes}, nil
+}
+
+// CopyOut implements control.Backend.CopyOut.
+func (b *sandboxBackend) CopyOut(ctx context.Context, path string, w io.Writer) (control.CopyResult, error) {
+	st, err := b.sb.CopyOut(ctx, path, w)
+	if err != nil {
+		return control.CopyResult{}, fmt.Errorf("copying %s out: %w", path, err)
+	}
+	return control.CopyResult{Entries: st.Entries, Bytes: st.Bytes}, nil
 }
 
 // Stat implements control.Backend.Stat.
