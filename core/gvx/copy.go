@@ -1,0 +1,327 @@
+package gvx
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"z.gfire.dev/gvx/core/control"
+)
+
+// CopyIn extracts the tar stream r into the guest directory dir, which is
+// created with its parents if missing, as `docker cp - CONTAINER:DIR`
+// does. Entries keep the archive's modes, owners and times. The sandbox
+// extracts it itself: the image needs no tar.
+func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (control.CopyResult, error) {
+	res, err := sb.client.CopyIn(ctx, dir, r)
+	return res, sb.callError(err)
+}
+
+// CopyOut writes the file or directory tree at the guest path to w as a
+// tar stream whose names start with the path's last element, as
+// `docker cp CONTAINER:PATH -` does. w is written from the connection's
+// reader, so a slow w delays the sandbox's other answers: give a buffer or
+// a file.
+func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (control.CopyResult, error) {
+	res, err := sb.client.CopyOut(ctx, path, w)
+	return res, sb.callError(err)
+}
+
+// UploadDir copies the contents of the host directory hostDir into the
+// guest directory guestDir (created if missing), like `rsync -a
+// hostDir/ guestDir/` without deletions. Files belong to root in the guest
+// and keep their permission bits and modification times; symlinks are
+// copied as symlinks. A device, FIFO or socket in hostDir is refused.
+func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (control.CopyResult, error) {
+	st, err := os.Stat(hostDir)
+	if err != nil {
+		return control.CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
+	}
+	if !st.IsDir() {
+		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFileFrom", hostDir)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarHostDir(hostDir, pw)) }()
+	res, err := sb.CopyIn(ctx, guestDir, pr)
+	// Stops the archiver if the sandbox gave up first.
+	pr.CloseWithError(errors.New("the sandbox stopped reading"))
+	return res, err
+}
+
+// tarHostDir writes hostDir's tree to w, names relative to it.
+func tarHostDir(hostDir string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(hostDir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), ModTime: info.ModTime(), Format: tar.FormatPAX}
+		if info.Mode()&os.ModeSticky != 0 {
+			hdr.Mode |= 0o1000
+		}
+		var content *os.File
+		switch {
+		case info.IsDir():
+			hdr.Typeflag = tar.TypeDir
+			hdr.Name += "/"
+		case info.Mode().IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
+			if content, err = os.Open(p); err != nil {
+				return err
+			}
+			defer content.Close()
+		case info.Mode()&os.ModeSymlink != 0:
+			hdr.Typeflag = tar.TypeSymlink
+			if hdr.Linkname, err = os.Readlink(p); err != nil {
+				return err
+			}
+		default:
+			return control.Errorf(control.CodeInvalid, "%s is a %v, not a regular file, directory or symlink; leave it out of the directory you upload", p, info.Mode().Type())
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if content != nil {
+			if n, err := io.Copy(tw, content); err != nil {
+				return fmt.Errorf("reading %s: %w", p, err)
+			} else if n != hdr.Size {
+				return fmt.Errorf("%s changed size while it was uploaded", p)
+			}
+		}
+		return nil
+	})
+	var ce *control.Error
+	if errors.As(err, &ce) {
+		return control.Errorf(ce.Code, "gvx: upload: %s", ce.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("gvx: upload: %w", err)
+	}
+	return tw.Close()
+}
+
+// DownloadDir copies the contents of the guest directory guestDir into the
+// host directory hostDir (created if missing). Everything lands inside
+// hostDir, whatever the guest's names and symlinks say: the guest is not
+// trusted. Files belong to the caller and keep their permission bits
+// without set-user-ID and set-group-ID, and their modification times;
+// symlinks stay symlinks; devices and FIFOs are left out.
+func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
+	if info, err := sb.Stat(ctx, guestDir); err != nil {
+		return control.CopyResult{}, err
+	} else if info.Mode&0o170000 != 0o040000 {
+		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: download: %s in the sandbox is not a directory; copy a file with DownloadFile", guestDir)
+	}
+	// The archive is spooled to a file, not extracted while it arrives:
+	// extracting would hold up the connection's other answers.
+	spool, err := os.CreateTemp("", "gvx-download-*.tar")
+	if err != nil {
+		return control.CopyResult{}, fmt.Errorf("gvx: download: %w", err)
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	w := &stickyErrWriter{w: spool}
+	res, err := sb.CopyOut(ctx, guestDir, w)
+	if err != nil {
+		return res, err
+	}
+	if w.err != nil {
+		return res, fmt.Errorf("gvx: download: spooling the archive to %s: %w", spool.Name(), w.err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(hostDir, 0o755); err != nil {
+		return res, fmt.Errorf("gvx: download: %w", err)
+	}
+	if err := extractHostTar(spool, hostDir); err != nil {
+		return res, fmt.Errorf("gvx: download into %s: %w", hostDir, err)
+	}
+	return res, nil
+}
+
+// DownloadFile copies the regular file at the guest path to the host file
+// hostPath, streaming it. The file appears whole or not at all (it is
+// written beside hostPath and renamed over it), with the guest file's
+// permission bits less set-user-ID and set-group-ID.
+func (sb *Sandbox) DownloadFile(ctx context.Context, guestPath, hostPath string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(hostPath), "."+filepath.Base(hostPath)+".gvx-*")
+	if err != nil {
+		return fmt.Errorf("gvx: download: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	w := &stickyErrWriter{w: tmp}
+	info, err := sb.client.ReadFile(ctx, guestPath, w)
+	if cerr := tmp.Close(); w.err == nil {
+		w.err = cerr
+	}
+	if err != nil {
+		return sb.callError(err)
+	}
+	if w.err != nil {
+		return fmt.Errorf("gvx: download: writing %s: %w", hostPath, w.err)
+	}
+	if err := os.Chmod(tmp.Name(), fs.FileMode(info.Mode&0o1777)); err != nil {
+		return fmt.Errorf("gvx: download: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), hostPath); err != nil {
+		return fmt.Errorf("gvx: download: %w", err)
+	}
+	return nil
+}
+
+// extractHostTar extracts a CopyOut archive into dir, dropping the first
+// element of each name (the guest directory's own name). os.Root keeps
+// every operation inside dir, also through symlinks the archive made.
+func extractHostTar(r io.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	// Directories get their modes and times last: a read-only one must
+	// still take its files, and each file changes its time.
+	type dirMeta struct {
+		name  string
+		perm  fs.FileMode
+		mtime time.Time
+	}
+	var dirs []dirMeta
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		name := hdr.Name
+		if i := strings.IndexByte(name, '/'); i >= 0 {
+			name = name[i+1:]
+		} else {
+			name = ""
+		}
+		name = path.Clean("./" + name)
+		if name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("archive entry %q leaves the directory", hdr.Name)
+		}
+		perm := fs.FileMode(hdr.Mode) & (fs.ModePerm)
+		if hdr.Mode&0o1000 != 0 {
+			perm |= fs.ModeSticky
+		}
+		if name != "." {
+			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
+				return err
+			}
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if st, err := root.Lstat(name); err == nil && !st.IsDir() {
+				if err := root.Remove(name); err != nil {
+					return err
+				}
+			}
+			if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			dirs = append(dirs, dirMeta{name, perm, hdr.ModTime})
+		case tar.TypeReg, tar.TypeLink:
+			if err := removeNonDir(root, name); err != nil {
+				return err
+			}
+			if hdr.Typeflag == tar.TypeLink {
+				target := hdr.Linkname
+				if i := strings.IndexByte(target, '/'); i >= 0 {
+					target = target[i+1:]
+				}
+				if err := root.Link(path.Clean("./"+target), name); err != nil {
+					return err
+				}
+				continue
+			}
+			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if err := root.Chmod(name, perm); err != nil {
+				return err
+			}
+			if err := root.Chtimes(name, hdr.ModTime, hdr.ModTime); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if err := removeNonDir(root, name); err != nil {
+				return err
+			}
+			if err := root.Symlink(hdr.Linkname, name); err != nil {
+				return err
+			}
+		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		if err := root.Chmod(d.name, d.perm); err != nil {
+			return err
+		}
+		if err := root.Chtimes(d.name, d.mtime, d.mtime); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeNonDir makes way for a new file at name: a file or symlink there
+// is removed (never followed), a directory is an error.
+func removeNonDir(root *os.Root, name string) error {
+	st, err := root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s: a directory is in the way of a file from the sandbox", name)
+	}
+	return root.Remove(name)
+}
+
+// stickyErrWriter keeps the first write error: the connection's reader
+// that writes a stream has nobody to return it to.
+type stickyErrWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyErrWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}

@@ -1,0 +1,124 @@
+package gvx
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/core/control"
+)
+
+func TestUploadAndDownloadDir(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	src := t.TempDir()
+	big := make([]byte, 2<<20+3)
+	rand.Read(big)
+	mtime := time.Date(2023, 1, 2, 3, 4, 5, 0, time.UTC)
+	for name, data := range map[string][]byte{"README": []byte("hi\n"), "pkg/mod.py": []byte("x = 1\n"), "pkg/data/big.bin": big, "run.sh": []byte("#!/bin/sh\necho ran\n")} {
+		p := filepath.Join(src, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(p, mtime, mtime)
+	}
+	os.Chmod(filepath.Join(src, "run.sh"), 0o755)
+	os.Symlink("pkg/mod.py", filepath.Join(src, "mod-link"))
+
+	res, err := sb.UploadDir(ctx, src, "/workspace/repo")
+	if err != nil {
+		t.Fatalf("UploadDir: %v", err)
+	}
+	if res.Entries != 8 || res.Bytes != int64(3+6+len(big)+19) {
+		t.Errorf("UploadDir moved %+v", res)
+	}
+	got := sh(t, sb, `cd /workspace/repo && ./run.sh && readlink mod-link && cat mod-link && stat -c '%n %u %a %Y' README run.sh && wc -c < pkg/data/big.bin`, nil)
+	want := "ran\npkg/mod.py\nx = 1\n" + "README 0 644 1672628645\nrun.sh 0 755 1672628645\n" + "2097155\n"
+	if string(got.Stdout) != want {
+		t.Fatalf("the guest sees:\n%s\nwant:\n%s\n%s", got.Stdout, want, got.Stderr)
+	}
+
+	// The agent changes the tree; the host takes it back.
+	sh(t, sb, `cd /workspace/repo && echo changed > README && mkdir -p out && echo result > out/r.txt && chmod 4755 run.sh`, nil)
+	dst := filepath.Join(t.TempDir(), "back")
+	if _, err := sb.DownloadDir(ctx, "/workspace/repo", dst); err != nil {
+		t.Fatalf("DownloadDir: %v", err)
+	}
+	for name, want := range map[string]string{"README": "changed\n", "out/r.txt": "result\n", "mod-link": "x = 1\n"} {
+		if b, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(b) != want {
+			t.Errorf("%s on the host: %q %v", name, b, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "pkg/data/big.bin")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("big.bin came back with %d bytes, %v", len(b), err)
+	}
+	if target, err := os.Readlink(filepath.Join(dst, "mod-link")); err != nil || target != "pkg/mod.py" {
+		t.Errorf("mod-link: %q %v", target, err)
+	}
+	if st, err := os.Stat(filepath.Join(dst, "run.sh")); err != nil || st.Mode().Perm() != 0o755 || st.Mode()&os.ModeSetuid != 0 {
+		t.Errorf("run.sh on the host: %v %v (the set-user-ID bit must not come along)", st.Mode(), err)
+	}
+
+	// A single file comes back whole, over a symlink without following it.
+	hostFile := filepath.Join(t.TempDir(), "run.sh")
+	os.Symlink(filepath.Join(src, "README"), hostFile)
+	if err := sb.DownloadFile(ctx, "/workspace/repo/run.sh", hostFile); err != nil {
+		t.Fatalf("DownloadFile: %v", err)
+	}
+	if b, err := os.ReadFile(hostFile); err != nil || string(b) != "#!/bin/sh\necho ran\n" {
+		t.Errorf("downloaded file: %q %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(src, "README")); string(b) != "hi\n" {
+		t.Errorf("DownloadFile wrote through a symlink: %q", b)
+	}
+	if err := sb.DownloadFile(ctx, "/workspace/repo/pkg", hostFile); err == nil {
+		t.Errorf("DownloadFile of a directory succeeded")
+	}
+
+	if _, err := sb.UploadDir(ctx, filepath.Join(src, "README"), "/x"); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("UploadDir of a file: %v", err)
+	}
+	if _, err := sb.DownloadDir(ctx, "/etc/passwd", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("DownloadDir of a file: %v", err)
+	}
+	if _, err := sb.DownloadDir(ctx, "/no/such", t.TempDir()); !control.IsCode(err, control.CodeNotFound) {
+		t.Errorf("DownloadDir of a missing directory: %v", err)
+	}
+}
+
+// TestDownloadStaysInItsDirectory: whatever the guest's symlinks say,
+// nothing is written outside the host directory.
+func TestDownloadStaysInItsDirectory(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, []byte("untouched\n"), 0o644)
+	// The guest prepares links aimed at the host's paths.
+	sh(t, sb, `mkdir -p /evil/d && ln -s `+outside+` /evil/out && ln -s `+victim+` /evil/v && echo owned > /evil/d/f`, nil)
+	dst := t.TempDir()
+	if _, err := sb.DownloadDir(ctx, "/evil", dst); err != nil {
+		t.Fatalf("DownloadDir: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "untouched\n" {
+		t.Errorf("the victim outside was changed: %q", b)
+	}
+	// A second download over the first replaces the links; it must not
+	// write through them.
+	sh(t, sb, `rm /evil/v && echo replaced > /evil/v`, nil)
+	if _, err := sb.DownloadDir(ctx, "/evil", dst); err != nil {
+		t.Fatalf("second DownloadDir: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "untouched\n" {
+		t.Errorf("the victim outside was written through a link: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "v")); string(b) != "replaced\n" {
+		t.Errorf("v in the download: %q", b)
+	}
+}
