@@ -242,6 +242,19 @@ func gvx_sandbox_upload(h C.uint64_t, hostPath *C.cchar_t, path *C.cchar_t, mode
 	return C.GVX_OK
 }
 
+//export gvx_sandbox_download
+func gvx_sandbox_download(h C.uint64_t, path *C.cchar_t, hostPath *C.cchar_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil || hostPath == nil {
+		return nullArg("path and host_path", errOut)
+	}
+	if err := sandboxDownload(uint64(h), goString(path), goString(hostPath)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_signal
 func gvx_sandbox_signal(h C.uint64_t, sig C.int, errOut **C.char) (status C.int) {
 	defer guard(&status, errOut)

@@ -182,8 +182,24 @@ int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *da
  * gvx_sandbox_upload copies the host file host_path into the sandbox at path,
  * streaming it (a file of any size is never held in memory). mode is the
  * permission bits, or -1 to keep the host file's.
+ *
+ * If host_path is a directory, its contents are copied into the directory
+ * path (created with its parents if missing), like `rsync -a host_path/
+ * path/` without deletions: files belong to root and keep their permission
+ * bits and times, symlinks stay symlinks; mode must be -1. A device, FIFO
+ * or socket in the tree fails the call with GVX_E_INVALID.
  */
 int gvx_sandbox_upload(uint64_t sandbox, const char *host_path, const char *path, int32_t mode, char **err);
+
+/*
+ * gvx_sandbox_download copies the file or directory at path in the sandbox to
+ * host_path, streaming it. A file replaces host_path; a directory's contents
+ * are copied into the directory host_path (created if missing). The guest
+ * is not trusted: nothing is written outside host_path whatever its names
+ * and symlinks say, files belong to the caller, set-user-ID and
+ * set-group-ID bits are dropped, and devices and FIFOs are left out.
+ */
+int gvx_sandbox_download(uint64_t sandbox, const char *path, const char *host_path, char **err);
 
 /* gvx_sandbox_signal sends a signal to the sandbox's init process. */
 int gvx_sandbox_signal(uint64_t sandbox, int signal, char **err);

@@ -327,6 +327,13 @@ func sandboxUpload(h uint64, hostPath, path string, mode int32) error {
 	if mode > 0o7777 {
 		return invalid("mode %#o has bits beyond the permission bits (07777); give -1 to keep the host file's", mode)
 	}
+	if st, err := os.Stat(hostPath); err == nil && st.IsDir() {
+		if mode >= 0 {
+			return invalid("mode %#o is for a file, and %s is a directory: give -1, its files keep their own", mode, hostPath)
+		}
+		_, err := sb.UploadDir(context.Background(), hostPath, path)
+		return err
+	}
 	f, err := os.Open(hostPath)
 	if err != nil {
 		return invalid("host file %s: %v", hostPath, err)
@@ -344,6 +351,23 @@ func sandboxUpload(h uint64, hostPath, path string, mode int32) error {
 		perm = st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
 	}
 	return sb.WriteFileFrom(context.Background(), path, f, perm)
+}
+
+func sandboxDownload(h uint64, path, hostPath string) error {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	info, err := sb.Stat(ctx, path)
+	if err != nil {
+		return err
+	}
+	if info.Mode&0o170000 == 0o040000 {
+		_, err := sb.DownloadDir(ctx, path, hostPath)
+		return err
+	}
+	return sb.DownloadFile(ctx, path, hostPath)
 }
 
 func sandboxSignal(h uint64, sig int) error {

@@ -495,14 +495,28 @@ class Sandbox:
         _ffi.call(_ffi.lib().gvx_sandbox_write_file, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode))
 
     def upload(self, local: PathLike, remote: str, mode: Optional[int] = None) -> None:
-        """Copies a host file into the sandbox (keeping its permission bits unless ``mode`` is given).
+        """Copies a host file or directory into the sandbox.
 
-        The file is streamed by libgvx, never read into Python: multi-gigabyte
-        ``docker save`` archives cost no memory here.
+        A file lands at ``remote``, keeping its permission bits unless ``mode``
+        is given. A directory's *contents* land in the directory ``remote``
+        (created with its parents if missing), like ``rsync -a local/ remote/``
+        without deletions: files belong to root and keep their permission bits
+        and modification times, symlinks stay symlinks. The sandbox unpacks the
+        tree itself, so the image needs no ``tar``::
+
+            sb.upload("checkouts/django", "/workspace/django")
+            sb.exec("cd /workspace/django && python -m pytest -x", check=True)
+
+        Everything is streamed by libgvx, never read into Python:
+        multi-gigabyte ``docker save`` archives and large trees cost no memory
+        here.
         """
         p = Path(local)
-        if not p.is_file():
-            raise errors.InvalidArgumentError(f"upload: {str(p)!r} is not a regular file on the host")
+        if p.is_dir():
+            if mode is not None:
+                raise errors.InvalidArgumentError(f"upload: mode= applies to a file and {str(p)!r} is a directory; its files keep their own modes")
+        elif not p.is_file():
+            raise errors.InvalidArgumentError(f"upload: {str(p)!r} is not a regular file or a directory on the host")
         if mode is not None and not 0 <= mode <= 0o7777:
             raise errors.InvalidArgumentError(f"upload: mode {mode:#o} is not a permission mode (0 to 0o7777)")
         _ffi.call(
@@ -514,8 +528,20 @@ class Sandbox:
         )
 
     def download(self, remote: str, local: PathLike) -> None:
-        """Copies a file out of the sandbox."""
-        Path(local).write_bytes(self.read_file(remote))
+        """Copies a file or directory out of the sandbox, streaming it.
+
+        A file replaces ``local`` whole (it never appears half-written). A
+        directory's contents land in the directory ``local`` (created if
+        missing)::
+
+            sb.download("/workspace/django", "results/episode-17")
+
+        The sandbox's contents are not trusted: nothing is written outside
+        ``local`` whatever its names and symlinks say, files belong to you,
+        set-user-ID and set-group-ID bits are dropped, and devices and FIFOs
+        are left out.
+        """
+        _ffi.call(_ffi.lib().gvx_sandbox_download, self._h(), remote.encode(), os.fsencode(Path(local)))
 
     # Signals.
 

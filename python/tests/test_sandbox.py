@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -105,6 +106,39 @@ def test_upload_streams_large_files_and_keeps_modes(sb: gvx.Sandbox, tmp_path: P
         sb.upload(tmp_path / "absent", "/tmp/x")
     with pytest.raises(gvx.InvalidArgumentError, match="permission mode"):
         sb.upload(big, "/tmp/x", mode=0o17777)
+
+
+def test_directories_go_in_and_come_back(sb: gvx.Sandbox, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "mod.py").write_text("x = 1\n")
+    (repo / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (repo / "run.sh").chmod(0o755)
+    (repo / "link").symlink_to("pkg/mod.py")
+    sb.upload(repo, "/workspace/repo")
+    r = sb.exec("cd /workspace/repo && ./run.sh && readlink link && stat -c '%U %a' run.sh", check=True)
+    assert r.stdout == "ran\npkg/mod.py\nroot 755\n"
+
+    # The agent's changes come back; the host copy stays inside its directory.
+    sb.exec("cd /workspace/repo && echo y = 2 >> pkg/mod.py && mkdir -p out && echo ok > out/result && ln -s /etc/passwd out/escape", check=True)
+    back = tmp_path / "back"
+    sb.download("/workspace/repo", back)
+    assert (back / "pkg" / "mod.py").read_text() == "x = 1\ny = 2\n"
+    assert (back / "out" / "result").read_text() == "ok\n"
+    assert os.readlink(back / "out" / "escape") == "/etc/passwd"  # a link, never followed
+    assert (back / "run.sh").stat().st_mode & 0o777 == 0o755
+
+    with pytest.raises(gvx.InvalidArgumentError, match="mode= applies to a file"):
+        sb.upload(repo, "/x", mode=0o644)
+    with pytest.raises(gvx.NotFoundError):
+        sb.download("/no/such/dir", tmp_path / "nothing")
+    # A socket in the tree has nothing to copy: the error names it.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with socket.socket(socket.AF_UNIX) as live:
+        live.bind(str(bad / "live.sock"))
+        with pytest.raises(gvx.InvalidArgumentError, match="live.sock.*leave it out"):
+            sb.upload(bad, "/tmp/bad")
 
 
 def test_100_threads_share_one_sandbox(sb: gvx.Sandbox) -> None:
