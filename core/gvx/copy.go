@@ -194,15 +194,8 @@ func extractHostTar(r io.Reader, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	// Directories get their modes and times last: a read-only one must
-	// still take its files, and each file changes its time.
-	type dirMeta struct {
-		name  string
-		perm  fs.FileMode
-		mtime time.Time
-	}
-	var dirs []dirMeta
+	x := &hostExtractor{top: root, known: map[string]bool{".": true}}
+	defer x.close()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -212,82 +205,156 @@ func extractHostTar(r io.Reader, dir string) error {
 		if err != nil {
 			return err
 		}
-		name := hdr.Name
-		if i := strings.IndexByte(name, '/'); i >= 0 {
-			name = name[i+1:]
-		} else {
-			name = ""
-		}
-		name = path.Clean("./" + name)
-		if name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("archive entry %q leaves the directory", hdr.Name)
-		}
-		perm := fs.FileMode(hdr.Mode) & (fs.ModePerm)
-		if hdr.Mode&0o1000 != 0 {
-			perm |= fs.ModeSticky
-		}
-		if name != "." {
-			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-				return err
-			}
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if st, err := root.Lstat(name); err == nil && !st.IsDir() {
-				if err := root.Remove(name); err != nil {
-					return err
-				}
-			}
-			if err := root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			dirs = append(dirs, dirMeta{name, perm, hdr.ModTime})
-		case tar.TypeReg, tar.TypeLink:
-			if err := removeNonDir(root, name); err != nil {
-				return err
-			}
-			if hdr.Typeflag == tar.TypeLink {
-				target := hdr.Linkname
-				if i := strings.IndexByte(target, '/'); i >= 0 {
-					target = target[i+1:]
-				}
-				if err := root.Link(path.Clean("./"+target), name); err != nil {
-					return err
-				}
-				continue
-			}
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			if err := root.Chmod(name, perm); err != nil {
-				return err
-			}
-			if err := root.Chtimes(name, hdr.ModTime, hdr.ModTime); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := removeNonDir(root, name); err != nil {
-				return err
-			}
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return err
-			}
-		}
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		if err := root.Chmod(d.name, d.perm); err != nil {
+		if err := x.extract(hdr, tr); err != nil {
 			return err
 		}
-		if err := root.Chtimes(d.name, d.mtime, d.mtime); err != nil {
+	}
+	return x.finish()
+}
+
+// hostExtractor holds the state of one extractHostTar. Operations go
+// through an os.Root of the entry's directory, so each resolves one name
+// instead of the whole path (CopyOut sends a directory's entries
+// together): 3,534 entries took 3.9 s through the top root alone.
+type hostExtractor struct {
+	top *os.Root
+	// cur is the os.Root of directory curName, if not top.
+	cur     *os.Root
+	curName string
+	// known are the directories made or seen.
+	known map[string]bool
+	// dirs get their modes and times last: a read-only one must still
+	// take its files, and each file changes its time.
+	dirs []hostDir
+}
+
+type hostDir struct {
+	name  string
+	perm  fs.FileMode
+	mtime time.Time
+}
+
+func (x *hostExtractor) close() {
+	if x.cur != nil {
+		x.cur.Close()
+	}
+	x.top.Close()
+}
+
+// in returns the os.Root of the directory dir.
+func (x *hostExtractor) in(dir string) (*os.Root, error) {
+	if dir == "." {
+		return x.top, nil
+	}
+	if x.cur != nil && x.curName == dir {
+		return x.cur, nil
+	}
+	if !x.known[dir] {
+		if err := x.top.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		x.known[dir] = true
+	}
+	r, err := x.top.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	if x.cur != nil {
+		x.cur.Close()
+	}
+	x.cur, x.curName = r, dir
+	return r, nil
+}
+
+func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
+	name := hdr.Name
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	} else {
+		name = ""
+	}
+	name = path.Clean("./" + name)
+	if name == ".." || strings.HasPrefix(name, "../") {
+		return fmt.Errorf("archive entry %q leaves the directory", hdr.Name)
+	}
+	perm := fs.FileMode(hdr.Mode) & fs.ModePerm
+	if hdr.Mode&0o1000 != 0 {
+		perm |= fs.ModeSticky
+	}
+	if hdr.Typeflag == tar.TypeDir {
+		if name != "." {
+			parent, err := x.in(path.Dir(name))
+			if err != nil {
+				return err
+			}
+			base := path.Base(name)
+			if st, err := parent.Lstat(base); err == nil && !st.IsDir() {
+				if err := parent.Remove(base); err != nil {
+					return err
+				}
+			}
+			if err := parent.Mkdir(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			x.known[name] = true
+		}
+		x.dirs = append(x.dirs, hostDir{name, perm, hdr.ModTime})
+		return nil
+	}
+	if name == "." {
+		return fmt.Errorf("archive entry %q is not a directory but stands for the download's top", hdr.Name)
+	}
+	parent, err := x.in(path.Dir(name))
+	if err != nil {
+		return err
+	}
+	base := path.Base(name)
+	switch hdr.Typeflag {
+	case tar.TypeReg:
+		if err := removeNonDir(parent, base); err != nil {
+			return err
+		}
+		f, err := parent.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, content)
+		if err == nil {
+			err = f.Chmod(perm)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		return parent.Chtimes(base, hdr.ModTime, hdr.ModTime)
+	case tar.TypeLink:
+		if err := removeNonDir(parent, base); err != nil {
+			return err
+		}
+		target := hdr.Linkname
+		if i := strings.IndexByte(target, '/'); i >= 0 {
+			target = target[i+1:]
+		}
+		return x.top.Link(path.Clean("./"+target), name)
+	case tar.TypeSymlink:
+		if err := removeNonDir(parent, base); err != nil {
+			return err
+		}
+		return parent.Symlink(hdr.Linkname, base)
+	}
+	return nil // devices and FIFOs are left out
+}
+
+// finish gives the directories their modes and times, deepest first.
+func (x *hostExtractor) finish() error {
+	for i := len(x.dirs) - 1; i >= 0; i-- {
+		d := x.dirs[i]
+		if err := x.top.Chmod(d.name, d.perm); err != nil {
+			return err
+		}
+		if err := x.top.Chtimes(d.name, d.mtime, d.mtime); err != nil {
 			return err
 		}
 	}
