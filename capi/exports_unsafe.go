@@ -129,6 +129,21 @@ func gvx_sandbox_stats(h C.uint64_t, out **C.char, errOut **C.char) (status C.in
 	return C.GVX_OK
 }
 
+//export gvx_sandbox_stat
+func gvx_sandbox_stat(h C.uint64_t, path *C.cchar_t, out **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil || out == nil {
+		return nullArg("path and info", errOut)
+	}
+	info, err := sandboxStat(uint64(h), goString(path))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*out = C.CString(info)
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_exec
 func gvx_sandbox_exec(h C.uint64_t, request *C.cchar_t, stdin *C.cuint8_t, stdinLen C.size_t,
 	result **C.char, stdout **C.uint8_t, stdoutLen *C.size_t, stderr **C.uint8_t, stderrLen *C.size_t,

@@ -168,6 +168,14 @@ int gvx_cancel_new(uint64_t *token, char **err);
 int gvx_cancel(uint64_t token, char **err);
 int gvx_cancel_free(uint64_t token, char **err);
 
+/*
+ * gvx_sandbox_stat describes the file at path, following symlinks, as JSON in
+ * *info: {"path", "mode" (type and permission bits, as stat(2)), "size",
+ * "uid", "gid", "mtime" (seconds since the epoch)}. A missing file gives
+ * GVX_E_NOT_FOUND. It costs one round trip to the sandbox, no process.
+ */
+int gvx_sandbox_stat(uint64_t sandbox, const char *path, char **info, char **err);
+
 /* gvx_sandbox_read_file stores a file's content in *data and *len. */
 int gvx_sandbox_read_file(uint64_t sandbox, const char *path, uint8_t **data, size_t *len, char **err);
 

@@ -295,6 +295,28 @@ func sandboxStats(h uint64) (string, error) {
 	return encodeJSON(st), nil
 }
 
+// fileInfoJSON is gvx_sandbox_stat's answer.
+type fileInfoJSON struct {
+	Path  string  `json:"path"`
+	Mode  uint32  `json:"mode"`
+	Size  int64   `json:"size"`
+	UID   uint32  `json:"uid"`
+	GID   uint32  `json:"gid"`
+	Mtime float64 `json:"mtime"`
+}
+
+func sandboxStat(h uint64, path string) (string, error) {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return "", err
+	}
+	fi, err := sb.Stat(context.Background(), path)
+	if err != nil {
+		return "", err
+	}
+	return encodeJSON(fileInfoJSON{fi.Path, fi.Mode, fi.Size, fi.UID, fi.GID, float64(fi.Mtime.UnixNano()) / 1e9}), nil
+}
+
 func sandboxReadFile(h uint64, path string) ([]byte, error) {
 	sb, err := getSandbox(h)
 	if err != nil {

@@ -33,7 +33,7 @@ type Backend interface {
 	CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error)
 	// CopyOut writes the file or tree at path to w as a tar stream.
 	CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error)
-	// Stat describes a file without following a final symlink.
+	// Stat describes a file, following symlinks as stat(2) does.
 	Stat(ctx context.Context, path string) (FileInfo, error)
 	// Wait blocks until init exits (or ctx ends).
 	Wait(ctx context.Context) (WaitResult, error)
@@ -438,6 +438,8 @@ func toError(err error) *Error {
 		return e
 	case errors.Is(err, fs.ErrNotExist):
 		return &Error{Code: CodeNotFound, Message: err.Error()}
+	case errors.Is(err, fs.ErrInvalid):
+		return &Error{Code: CodeInvalid, Message: err.Error()}
 	case errors.Is(err, fs.ErrPermission):
 		return &Error{Code: CodePermission, Message: err.Error()}
 	case errors.Is(err, fs.ErrExist):

@@ -218,7 +218,7 @@ func TestCopyRefusals(t *testing.T) {
 	}{
 		{"climbs out", "/tmp/x", tarOf(&tar.Header{Name: "a/../../escape", Typeflag: tar.TypeReg}), "climbs out of the destination"},
 		{"hard link out", "/tmp/x", tarOf(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "../../etc/passwd"}), "climbs out of the destination"},
-		{"relative destination", "tmp/x", tarOf(), "not absolute"},
+		{"relative destination", "tmp/x", tarOf(), "a guest path is absolute"},
 		{"destination is a file", "/etc/passwd", tarOf(), "not a directory"},
 		{"truncated content", "/tmp/y", io.LimitReader(bytes.NewReader(testTree(t, make([]byte, 4096))), 1027), "unexpected EOF"},
 		{"not a tar", "/tmp/z", strings.NewReader(strings.Repeat("not a tar stream ", 64)), "reading the tar stream"},

@@ -189,12 +189,16 @@ func (s *Sandbox) openAt(name string, flags uint32, mode uint16) (*vfs.FileDescr
 	return fd, nil
 }
 
+// errNotAbsolute refuses a relative guest path: there is no working
+// directory to resolve it from.
+var errNotAbsolute = fmt.Errorf("%w: a guest path is absolute, like /workspace/file", fs.ErrInvalid)
+
 // fileRoot checks name and returns the kernel context and the guest's root.
 //
 // Preconditions: the caller holds a use of s (acquire).
 func (s *Sandbox) fileRoot(name string) (gcontext.Context, vfs.VirtualDentry, error) {
 	if !path.IsAbs(name) {
-		return nil, vfs.VirtualDentry{}, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("guest path is not absolute")}
+		return nil, vfs.VirtualDentry{}, &fs.PathError{Op: "open", Path: name, Err: errNotAbsolute}
 	}
 	kctx := s.k.SupervisorContext()
 	return kctx, s.mns.Root(kctx), nil

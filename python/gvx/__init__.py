@@ -34,7 +34,7 @@ from . import aio, docker, golden
 from .env import EnvPool, GvxEnv
 from .images import Image, pull
 from .volumes import CheckResult, Volume
-from .sandbox import ExecResult, Mount, PublishedPort, Sandbox, SandboxInfo, SandboxStats, default_image, parse_port, parse_size, rungv_path
+from .sandbox import ExecResult, FileInfo, Mount, PublishedPort, Sandbox, SandboxInfo, SandboxStats, default_image, parse_port, parse_size, rungv_path
 
 __all__ = [
     "CheckResult",
@@ -44,6 +44,7 @@ __all__ = [
     "EnvPool",
     "GvxEnv",
     "SandboxStats",
+    "FileInfo",
     "aio",
     "docker",
     "golden",

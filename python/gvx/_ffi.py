@@ -95,6 +95,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gvx_cancel": [u64, pvp],
         "gvx_cancel_free": [u64, pvp],
         "gvx_sandbox_read_file": [u64, cs, pvp, ctypes.POINTER(size), pvp],
+        "gvx_sandbox_stat": [u64, cs, pvp, pvp],
         "gvx_sandbox_write_file": [u64, cs, c_uint8_p, size, ctypes.c_uint32, pvp],
         "gvx_sandbox_upload": [u64, cs, cs, ctypes.c_int32, pvp],
         "gvx_sandbox_download": [u64, cs, cs, pvp],

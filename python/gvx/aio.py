@@ -68,6 +68,12 @@ class Sandbox:
             # Ends the call if it still runs: this task was cancelled.
             _ffi.free_cancel_token(token)
 
+    async def stat(self, path: str) -> _sandbox.FileInfo:
+        return await _to_thread(self.inner.stat, path)
+
+    async def exists(self, path: str) -> bool:
+        return await _to_thread(self.inner.exists, path)
+
     async def read_file(self, path: str) -> bytes:
         return await _to_thread(self.inner.read_file, path)
 

@@ -74,6 +74,17 @@ def test_files(sb: gvx.Sandbox, tmp_path: Path) -> None:
     assert (tmp_path / "back").read_bytes() == blob
     with pytest.raises(gvx.NotFoundError):
         sb.read_file("/no/such/file")
+    info = sb.stat("/tmp/a.txt")
+    assert (info.path, info.size, info.permissions, info.is_file, info.is_dir, info.uid) == ("/tmp/a.txt", 11, 0o600, True, False, 0)
+    assert abs(info.mtime - time.time()) < 60
+    sb.exec("mkdir -p /tmp/d && ln -s /tmp/a.txt /tmp/d/link && chown 7:8 /tmp/d", check=True)
+    assert sb.stat("/tmp/d").is_dir and sb.stat("/tmp/d").gid == 8
+    assert sb.stat("/tmp/d/link").size == 11  # symlinks followed, as os.stat
+    assert sb.exists("/tmp/d/link") and not sb.exists("/tmp/nope")
+    with pytest.raises(gvx.NotFoundError):
+        sb.stat("/tmp/nope")
+    with pytest.raises(gvx.InvalidArgumentError):
+        sb.stat("relative/path")
     st = sb.stats()
     assert st.memory_usage >= len(blob) and st.tasks >= 1
 
