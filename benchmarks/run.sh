@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -169,12 +169,24 @@ fleet() {
 	go run ./benchmarks/fleet -rungv build/rungv -image "$ref" -n "${FLEET_N:-128}" -c "${FLEET_C:-16}" -runs "${RUNS:-5}" -pin
 }
 
+# A source tree into and out of a sandbox (Sandbox.upload/download), against
+# tar through exec and host `docker cp`.
+copy() {
+	local docker_args=()
+	if host_docker; then
+		docker load -q -i "$bench/default-image.tar" >/dev/null 2>&1 && docker_args=(--docker-image gvx.test/default:latest)
+	fi
+	echo "== Copying a source tree in and out"
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/copy_tree.py --runs "${RUNS:-5}" "${docker_args[@]}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy)
 for t in "${targets[@]}"; do
 	case "$t" in
-	erofs | startup | net | volume | fleet) "$t" ;;
+	erofs | startup | net | volume | fleet | copy) "$t" ;;
 	docker) docker_inside ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet)" >&2; exit 2 ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy)" >&2; exit 2 ;;
 	esac
 done
