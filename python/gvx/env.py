@@ -14,6 +14,7 @@ a reset costs the hand-over, not a boot.
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import string
 import threading
@@ -21,6 +22,7 @@ import time
 import uuid
 from pathlib import Path
 from collections import deque
+from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
@@ -245,9 +247,29 @@ class GvxEnv(_Base):  # type: ignore[misc]
     # The gymnasium API.
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Starts a new episode on a fresh sandbox; returns ``(observation, info)``."""
+        """Starts a new episode on a fresh sandbox; returns ``(observation, info)``.
+
+        ``options`` give the episode its task, applied in this order on the
+        fresh sandbox, after the environment's own ``setup``:
+
+        - ``"upload"``: ``{host_path: guest_path}``, files or directory trees
+          copied in (see :meth:`Sandbox.upload`);
+        - ``"files"``: ``{guest_path: str | bytes}``, files written (their
+          directories are made);
+        - ``"setup"``: shell commands run in order; one that fails raises
+          :class:`gvx.ExecError`.
+
+        ::
+
+            obs, info = env.reset(options={
+                "upload": {f"tasks/{task_id}/repo": "/workspace/repo"},
+                "files": {"/workspace/ISSUE.md": issue_text},
+                "setup": ["cd /workspace/repo && git checkout -q " + base_commit],
+            })
+        """
         if self._closed:
             raise errors.SandboxClosedError("the environment is closed; create a new GvxEnv")
+        task = _episode_task(options)
         if _gym is not None:
             super().reset(seed=seed)
         start = time.perf_counter()
@@ -263,6 +285,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
             self._sandbox = sb
         self._steps = 0
         self._last = None
+        task.apply(sb)
         obs = {"stdout": "", "stderr": "", "exit_code": 0}
         info = {"reset_time": time.perf_counter() - start, "warm": was_ready, "sandbox_pid": sb.pid}
         return obs, info
@@ -360,6 +383,56 @@ class GvxEnv(_Base):  # type: ignore[misc]
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class _EpisodeTask:
+    """What ``GvxEnv.reset(options=...)`` puts into an episode's sandbox."""
+
+    upload: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, bytes], ...] = ()
+    setup: tuple[str, ...] = ()
+
+    def apply(self, sb: Sandbox) -> None:
+        for local, remote in self.upload:
+            sb.upload(local, remote)
+        parents = sorted({posixpath.dirname(path) for path, _ in self.files} - {"/"})
+        missing = [d for d in parents if not sb.exists(d)]
+        if missing:
+            sb.exec(["mkdir", "-p", "--", *missing], check=True)
+        for path, data in self.files:
+            sb.write_file(path, data)
+        for command in self.setup:
+            sb.exec(command, check=True)
+
+
+_TASK_KEYS = ("upload", "files", "setup")
+
+
+def _episode_task(options: Optional[dict[str, Any]]) -> _EpisodeTask:
+    """Checks reset's options before any sandbox is touched."""
+    if not options:
+        return _EpisodeTask()
+    unknown = sorted(set(options) - set(_TASK_KEYS))
+    if unknown:
+        raise errors.InvalidArgumentError(f"reset(options=...): unknown keys {unknown}; an episode's task takes {list(_TASK_KEYS)}")
+    upload = options.get("upload") or {}
+    files = options.get("files") or {}
+    setup = options.get("setup") or ()
+    if not isinstance(upload, dict) or not all(isinstance(k, (str, os.PathLike)) and isinstance(v, str) for k, v in upload.items()):
+        raise errors.InvalidArgumentError("reset(options={'upload': ...}) maps host paths to guest paths: {'tasks/1/repo': '/workspace/repo'}")
+    for local in upload:
+        if not os.path.exists(local):
+            raise errors.InvalidArgumentError(f"reset(options={{'upload': ...}}): {os.fspath(local)!r} does not exist on the host")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and k.startswith("/") and isinstance(v, (str, bytes)) for k, v in files.items()):
+        raise errors.InvalidArgumentError("reset(options={'files': ...}) maps absolute guest paths to str or bytes: {'/workspace/ISSUE.md': text}")
+    if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
+        raise errors.InvalidArgumentError("reset(options={'setup': ...}) is a list of shell commands: ['cd /workspace/repo && git checkout -q abc123']")
+    return _EpisodeTask(
+        upload=tuple((os.fspath(k), v) for k, v in upload.items()),
+        files=tuple((k, v.encode() if isinstance(v, str) else bytes(v)) for k, v in files.items()),
+        setup=tuple(setup),
+    )
 
 
 class EnvPool:

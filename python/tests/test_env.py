@@ -76,6 +76,29 @@ def test_episode_semantics() -> None:
     assert calls
 
 
+def test_reset_options_give_each_episode_its_task(tmp_path: Path) -> None:
+    for task in ("a", "b"):
+        (tmp_path / task / "repo").mkdir(parents=True)
+        (tmp_path / task / "repo" / "main.sh").write_text(f"echo task {task}\n")
+    with gvx.GvxEnv(setup=["echo env-setup > /tmp/env"]) as env:
+        for task in ("a", "b"):
+            env.reset(options={
+                "upload": {tmp_path / task / "repo": "/workspace/repo"},
+                "files": {"/workspace/notes/ISSUE.md": f"fix {task}", "/tmp/raw": b"\x00\x01"},
+                "setup": ["cat /tmp/env > /workspace/order", "cd /workspace/repo && sh main.sh >> /workspace/order"],
+            })
+            obs, *_ = env.step("cat /workspace/order /workspace/notes/ISSUE.md; wc -c < /tmp/raw")
+            assert obs["stdout"] == f"env-setup\ntask {task}\nfix {task}2\n", obs
+        with pytest.raises(gvx.InvalidArgumentError, match="unknown keys \\['file'\\]"):
+            env.reset(options={"file": {}})
+        with pytest.raises(gvx.InvalidArgumentError, match="does not exist on the host"):
+            env.reset(options={"upload": {tmp_path / "nope": "/x"}})
+        with pytest.raises(gvx.InvalidArgumentError, match="absolute guest paths"):
+            env.reset(options={"files": {"relative": "x"}})
+        with pytest.raises(gvx.ExecError):
+            env.reset(options={"setup": ["exit 3"]})
+
+
 def test_step_timeout_and_binary_output() -> None:
     with gvx.GvxEnv(step_timeout=0.5, max_output=128) as env:
         env.reset()
