@@ -49,6 +49,7 @@ extern "C" {
 #define GVX_E_PERMISSION (-7)  /* denied inside the sandbox */
 #define GVX_E_START (-8)       /* the sandbox could not start: the message says why */
 #define GVX_E_CANCELED (-9)    /* gvx_cancel ended the call */
+#define GVX_E_NO_SPACE (-10)   /* the sandbox's file system or memory limit is full */
 
 /* Streams passed to gvx_output_fn. */
 #define GVX_STDOUT 1

@@ -38,6 +38,7 @@ const (
 	statusPermission  = -7
 	statusStart       = -8
 	statusCanceled    = -9
+	statusNoSpace     = -10
 )
 
 // statusError is an error with the status code a C caller receives.
@@ -75,6 +76,8 @@ func statusOf(err error) int {
 		return statusPermission
 	case control.IsCode(err, control.CodeUnavailable):
 		return statusUnavailable
+	case control.IsCode(err, control.CodeNoSpace):
+		return statusNoSpace
 	}
 	return statusInternal
 }

@@ -99,6 +99,7 @@ const (
 	CodeTimeout     = "timeout"      // a deadline passed
 	CodeExists      = "exists"       // a file exists where it must not
 	CodeIsDir       = "is_directory" // a directory where a file was expected
+	CodeNoSpace     = "no_space"     // the sandbox's file system or memory limit is full
 )
 
 // Hello is the client's first message.

@@ -74,6 +74,11 @@ class ExecError(GvxError):
         super().__init__(message)
 
 
+class NoSpaceError(GvxError, OSError):
+    """The sandbox is full: its volume, or its memory limit, which holds the files
+    written to its root and tmpfs too. The sandbox itself still runs."""
+
+
 class CancelledError(GvxError):
     """The call was cancelled (its command killed) because the caller was interrupted."""
 
@@ -88,6 +93,7 @@ _BY_STATUS: dict[int, type[GvxError]] = {
     -7: PermissionDeniedError,
     -8: SandboxStartError,
     -9: CancelledError,
+    -10: NoSpaceError,
 }
 
 

@@ -152,6 +152,22 @@ def test_directories_go_in_and_come_back(sb: gvx.Sandbox, tmp_path: Path) -> Non
             sb.upload(bad, "/tmp/bad")
 
 
+def test_a_full_sandbox_says_so_and_lives_on(tmp_path: Path) -> None:
+    with gvx.Sandbox(memory="64m") as small:
+        with pytest.raises(gvx.NoSpaceError, match="no space left on device.*give it more memory"):
+            small.write_file("/tmp/big", os.urandom(48 << 20))
+        tree = tmp_path / "tree"
+        tree.mkdir()
+        for i in range(3):
+            (tree / f"f{i}").write_bytes(os.urandom(16 << 20))
+        small.exec("rm -f /tmp/big", check=True)
+        with pytest.raises(gvx.NoSpaceError) as raised:
+            small.upload(tree, "/tmp/tree")
+        assert isinstance(raised.value, OSError)
+        small.exec("rm -rf /tmp/tree", check=True)
+        assert small.exec("echo alive").stdout == "alive\n"
+
+
 def test_100_threads_share_one_sandbox(sb: gvx.Sandbox) -> None:
     def one(i: int) -> str:
         return sb.exec(["sh", "-c", "echo $0", str(i)]).stdout

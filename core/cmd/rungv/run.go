@@ -320,6 +320,10 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "rungv: copying the command's output:", err)
 			}
+			if st.OOMKilled {
+				limit, _ := parseBytes(f.memory) // parsed before the sandbox started
+				fmt.Fprintf(os.Stderr, "rungv: the sandbox reached its memory limit (%d MiB) and its OOM killer killed the init process, which ends the sandbox; files written to the root file system and to tmpfs count against the limit: give the sandbox more memory, or write large data to a volume\n", limit>>20)
+			}
 			if st.ExitCode() != 0 {
 				return exitError(st.ExitCode())
 			}

@@ -67,6 +67,24 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// TestInitKilledForMemorySaysSo: when the OOM killer's victim is init, the
+// sandbox ends; rungv says why instead of only exiting 137.
+func TestInitKilledForMemorySaysSo(t *testing.T) {
+	img := testImage(t)
+	// Files in /dev/shm hold 40 of the 48 MiB; the shell that is init then
+	// grows past the rest while it reads 30 MB into a variable.
+	_, errOut, code := runCLI(t, "", "run", "-q", "-m", "48m", img, "sh", "-c",
+		`dd if=/dev/zero of=/dev/shm/x bs=1M count=40 2>/dev/null; x=$(head -c 30000000 /dev/zero | tr "\0" a); echo survived`)
+	if code != 137 || !strings.Contains(errOut, "reached its memory limit (48 MiB) and its OOM killer killed the init process") {
+		t.Errorf("exit %d, stderr %q; want 137 and the reason", code, errOut)
+	}
+	// A victim that is not init leaves no such line: the sandbox goes on.
+	out, errOut, code := runCLI(t, "", "run", "-q", "-m", "48m", img, "sh", "-c", `awk 'BEGIN { s = "x"; while (1) s = s s }'; echo survived $?`)
+	if code != 0 || out != "survived 137\n" || strings.Contains(errOut, "OOM killer") {
+		t.Errorf("a hog that is not init: exit %d, %q, %q", code, out, errOut)
+	}
+}
+
 func TestRunFlags(t *testing.T) {
 	img := testImage(t)
 	envFile := filepath.Join(t.TempDir(), "env")
