@@ -182,8 +182,12 @@ int gvx_sandbox_read_file(uint64_t sandbox, const char *path, uint8_t **data, si
 
 /*
  * gvx_sandbox_write_file creates or replaces a file with len bytes of data;
- * mode is the permission bits (0 means 0644).
+ * mode is the permission bits (0 means 0644), optionally with
+ * GVX_WRITE_MAKE_PARENTS: missing directories on the way are made (0755,
+ * owned by root), as `mkdir -p` would. Without it a missing directory gives
+ * GVX_E_NOT_FOUND.
  */
+#define GVX_WRITE_MAKE_PARENTS (1u << 16)
 int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *data, size_t len, uint32_t mode,
                            char **err);
 

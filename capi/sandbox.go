@@ -325,18 +325,24 @@ func sandboxReadFile(h uint64, path string) ([]byte, error) {
 	return sb.ReadFile(context.Background(), path)
 }
 
+// writeMakeParents is GVX_WRITE_MAKE_PARENTS.
+const writeMakeParents = 1 << 16
+
 func sandboxWriteFile(h uint64, path string, data []byte, mode uint32) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
 	}
+	makeParents := mode&writeMakeParents != 0
+	mode &^= writeMakeParents
 	if mode&^0o7777 != 0 {
-		return invalid("mode %#o has bits beyond the permission bits (07777)", mode)
+		return invalid("mode %#o has bits beyond the permission bits (07777) and GVX_WRITE_MAKE_PARENTS", mode)
 	}
 	if mode == 0 {
 		mode = 0o644
 	}
-	return sb.WriteFile(context.Background(), path, data, os.FileMode(mode))
+	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: mode, MakeParents: makeParents}, bytes.NewReader(data))
+	return err
 }
 
 // sandboxUpload streams the host file hostPath into the sandbox at path.

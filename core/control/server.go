@@ -446,6 +446,8 @@ func toError(err error) *Error {
 		return &Error{Code: CodeExists, Message: err.Error()}
 	case errors.Is(err, syscall.EISDIR):
 		return &Error{Code: CodeIsDir, Message: err.Error()}
+	case errors.Is(err, syscall.ENOTDIR):
+		return &Error{Code: CodeInvalid, Message: err.Error()}
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return &Error{Code: CodeNoSpace, Message: err.Error() + " (the sandbox's memory limit holds its root's and tmpfs' files too; give it more memory, or write large data to a volume)"}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -396,6 +396,13 @@ func (sb *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, 
 	return sb.callError(err)
 }
 
+// WriteFileWith is WriteFileFrom with every option of the protocol's
+// request, such as MakeParents (create missing directories, mode 0755).
+func (sb *Sandbox) WriteFileWith(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
+	info, err := sb.client.WriteFile(ctx, req, r)
+	return info, sb.callError(err)
+}
+
 // Stat describes a file in the sandbox.
 func (sb *Sandbox) Stat(ctx context.Context, path string) (control.FileInfo, error) {
 	info, err := sb.client.Stat(ctx, path)

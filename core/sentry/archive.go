@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	gcontext "gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
@@ -97,6 +98,23 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyStat
 		}
 	}
 	return x.stats, nil
+}
+
+// MkdirAll makes the absolute guest directory name and its missing
+// parents (mode 0755, owned by root), as `mkdir -p` does; existing
+// directories are kept.
+func (s *Sandbox) MkdirAll(ctx context.Context, name string) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	kctx, root, err := s.fileRoot(name)
+	if err != nil {
+		return err
+	}
+	defer root.DecRef(kctx)
+	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), root: root, dirs: map[string]bool{}}
+	return x.mkdirAll(path.Clean(name))
 }
 
 // extractor holds the state of one CopyIn.
@@ -276,7 +294,7 @@ func (x *extractor) mkdirAll(name string) error {
 	st, err := x.s.k.VFS().StatAt(x.ctx, x.creds, x.pop(name, true), &vfs.StatOptions{Mask: linux.STATX_TYPE})
 	if err == nil {
 		if st.Mode&linux.S_IFMT != linux.S_IFDIR {
-			return badArchive("copy in %s: not a directory", name)
+			return &fs.PathError{Op: "mkdir", Path: name, Err: unix.ENOTDIR}
 		}
 		x.dirs[name] = true
 		return nil

@@ -228,7 +228,7 @@ func TestCopyRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: CopyIn error %v, want one saying %q", tc.name, err, tc.want)
 		}
-		if bad := errors.Is(err, ErrBadArchive); bad != (tc.name != "relative destination") {
+		if bad := errors.Is(err, ErrBadArchive); bad != (tc.name != "relative destination" && tc.name != "destination is a file") {
 			t.Errorf("%s: errors.Is(%v, ErrBadArchive) = %v", tc.name, err, bad)
 		}
 	}

@@ -14,7 +14,6 @@ a reset costs the hand-over, not a boot.
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
 import string
 import threading
@@ -396,12 +395,8 @@ class _EpisodeTask:
     def apply(self, sb: Sandbox) -> None:
         for local, remote in self.upload:
             sb.upload(local, remote)
-        parents = sorted({posixpath.dirname(path) for path, _ in self.files} - {"/"})
-        missing = [d for d in parents if not sb.exists(d)]
-        if missing:
-            sb.exec(["mkdir", "-p", "--", *missing], check=True)
         for path, data in self.files:
-            sb.write_file(path, data)
+            sb.write_file(path, data, make_parents=True)
         for command in self.setup:
             sb.exec(command, check=True)
 

@@ -213,6 +213,10 @@ def parse_port(spec: str) -> dict[str, object]:
     return out
 
 
+# GVX_WRITE_MAKE_PARENTS in gvx.h.
+_WRITE_MAKE_PARENTS = 1 << 16
+
+
 def _close_handle(handle: int) -> None:
     """Closes a sandbox handle, ignoring a handle already closed (finalizer)."""
     try:
@@ -533,11 +537,19 @@ class Sandbox:
         _ffi.call(_ffi.lib().gvx_sandbox_read_file, self._h(), path.encode(), ctypes.byref(data), ctypes.byref(length))
         return _ffi.take_bytes(data, length.value)
 
-    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644) -> None:
-        """Creates or replaces a file in the sandbox."""
+    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644, *, make_parents: bool = False) -> None:
+        """Creates or replaces a file in the sandbox.
+
+        ``make_parents=True`` makes missing directories on the way (0755, owned
+        by root), as ``mkdir -p`` would; without it a missing directory raises
+        :class:`gvx.NotFoundError`.
+        """
+        if not 0 <= mode <= 0o7777:
+            raise errors.InvalidArgumentError(f"write_file: mode {mode:#o} is not a permission mode (0 to 0o7777)")
         raw = data.encode() if isinstance(data, str) else bytes(data)
         ptr, length = _ffi.buffer(raw)
-        _ffi.call(_ffi.lib().gvx_sandbox_write_file, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode))
+        flags = _WRITE_MAKE_PARENTS if make_parents else 0
+        _ffi.call(_ffi.lib().gvx_sandbox_write_file, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode | flags))
 
     def upload(self, local: PathLike, remote: str, mode: Optional[int] = None) -> None:
         """Copies a host file or directory into the sandbox.

@@ -64,6 +64,14 @@ def test_timeout_kills_the_command_not_the_sandbox(sb: gvx.Sandbox) -> None:
 
 def test_files(sb: gvx.Sandbox, tmp_path: Path) -> None:
     sb.write_file("/tmp/a.txt", "hello file\n", mode=0o600)
+    with pytest.raises(gvx.NotFoundError):
+        sb.write_file("/tmp/new/deeper/b.txt", "b")
+    sb.write_file("/tmp/new/deeper/b.txt", "b", make_parents=True)
+    assert sb.exec("cat /tmp/new/deeper/b.txt; stat -c %a /tmp/new/deeper").stdout == "b755\n"
+    with pytest.raises(gvx.InvalidArgumentError, match="not a directory"):
+        sb.write_file("/tmp/a.txt/c", "c", make_parents=True)
+    with pytest.raises(gvx.InvalidArgumentError, match="permission mode"):
+        sb.write_file("/tmp/x", "x", mode=0o20000)
     assert sb.read_file("/tmp/a.txt") == b"hello file\n"
     assert sb.exec("stat -c %a /tmp/a.txt").stdout == "600\n"
     blob = os.urandom(3 << 20)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"syscall"
 	"time"
 
@@ -142,7 +143,9 @@ func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileReq
 		mode = 0o644
 	}
 	if req.MakeParents {
-		return control.FileInfo{}, control.Errorf(control.CodeUnsupported, "write_file: make_parents is not supported by this rungv yet; create the directory with exec mkdir -p")
+		if err := b.sb.MkdirAll(ctx, path.Dir(req.Path)); err != nil {
+			return control.FileInfo{}, err
+		}
 	}
 	if _, err := b.sb.WriteFileFrom(ctx, req.Path, r, mode); err != nil {
 		return control.FileInfo{}, err
