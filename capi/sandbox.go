@@ -386,16 +386,7 @@ func sandboxDownload(h uint64, path, hostPath string) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	info, err := sb.Stat(ctx, path)
-	if err != nil {
-		return err
-	}
-	if info.Mode&0o170000 == 0o040000 {
-		_, err := sb.DownloadDir(ctx, path, hostPath)
-		return err
-	}
-	return sb.DownloadFile(ctx, path, hostPath)
+	return sb.Download(context.Background(), path, hostPath)
 }
 
 func sandboxSignal(h uint64, sig int) error {

@@ -31,6 +31,10 @@ type Client struct {
 type clientCall struct {
 	stdout, stderr, file io.Writer
 	resp                 chan message
+	// fileErr is file's first write error, which fails the call: a file
+	// or archive is the call's result. The reader goroutine sets it
+	// before it delivers the response.
+	fileErr error
 }
 
 // Dial connects to a sandbox's control endpoint: "unix:PATH" or a path.
@@ -145,17 +149,22 @@ func (c *Client) read(fr *frameReader) {
 			if call == nil {
 				continue
 			}
-			var w io.Writer
+			if len(d.data) == 0 {
+				continue
+			}
 			switch d.stream {
 			case StreamStdout:
-				w = call.stdout
+				if call.stdout != nil {
+					call.stdout.Write(d.data)
+				}
 			case StreamStderr:
-				w = call.stderr
+				if call.stderr != nil {
+					call.stderr.Write(d.data)
+				}
 			case StreamFile:
-				w = call.file
-			}
-			if w != nil && len(d.data) > 0 {
-				w.Write(d.data)
+				if call.file != nil && call.fileErr == nil {
+					_, call.fileErr = call.file.Write(d.data)
+				}
 			}
 		}
 	}
@@ -199,26 +208,12 @@ func unavailable(err error) error {
 func (c *Client) wait(ctx context.Context, id uint64, call *clientCall, out any) error {
 	select {
 	case m := <-call.resp:
-		if m.Error != nil {
-			return m.Error
-		}
-		if out != nil && len(m.Result) > 0 {
-			if err := json.Unmarshal(m.Result, out); err != nil {
-				return fmt.Errorf("malformed result from the sandbox: %w", err)
-			}
-		}
-		return nil
+		return call.result(m, out)
 	case <-c.closed:
 		// The response may have raced with the end of the connection.
 		select {
 		case m := <-call.resp:
-			if m.Error != nil {
-				return m.Error
-			}
-			if out != nil && len(m.Result) > 0 {
-				return json.Unmarshal(m.Result, out)
-			}
-			return nil
+			return call.result(m, out)
 		default:
 		}
 		c.forget(id)
@@ -227,6 +222,22 @@ func (c *Client) wait(ctx context.Context, id uint64, call *clientCall, out any)
 		c.forget(id)
 		return ctx.Err()
 	}
+}
+
+// result decodes the call's response m into out.
+func (call *clientCall) result(m message, out any) error {
+	if m.Error != nil {
+		return m.Error
+	}
+	if call.fileErr != nil {
+		return fmt.Errorf("writing what the sandbox sent: %w", call.fileErr)
+	}
+	if out != nil && len(m.Result) > 0 {
+		if err := json.Unmarshal(m.Result, out); err != nil {
+			return fmt.Errorf("malformed result from the sandbox: %w", err)
+		}
+	}
+	return nil
 }
 
 func (c *Client) call(ctx context.Context, method string, params, out any) error {
@@ -346,14 +357,33 @@ func (c *Client) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResul
 	return res, sent.or(c.wait(ctx, id, call, &res))
 }
 
-// sentFile is the outcome of streaming a request's file or archive.
+// sentFile holds the read error that aborted a request's file or archive.
 type sentFile chan error
 
 // sendFile streams r on StreamFile in the background.
 func (c *Client) sendFile(id uint64, r io.Reader) sentFile {
-	sent := make(sentFile, 1)
-	go func() { sent <- c.sendInput(id, StreamFile, r) }()
-	return sent
+	failed := make(sentFile, 1)
+	go c.sendInput(id, StreamFile, noteFailure{r, failed})
+	return failed
+}
+
+// noteFailure passes reads through and notes the first read error other
+// than EOF before it is returned, so before sendInput sends the abort
+// frame, and so before the sandbox's answer to it can arrive.
+type noteFailure struct {
+	r      io.Reader
+	failed sentFile
+}
+
+func (n noteFailure) Read(p []byte) (int, error) {
+	k, err := n.r.Read(p)
+	if err != nil && err != io.EOF {
+		select {
+		case n.failed <- err:
+		default:
+		}
+	}
+	return k, err
 }
 
 // or returns the error that failed the source of the stream, which says
@@ -362,19 +392,12 @@ func (s sentFile) or(err error) error {
 	if err == nil {
 		return nil
 	}
-	var serr error
-	if strings.Contains(err.Error(), ErrStreamAborted.Error()) {
-		serr = <-s // the stream was aborted: its sender is done
-	} else {
-		select {
-		case serr = <-s:
-		default: // still sending: the sandbox failed first
-		}
-	}
-	if serr != nil {
+	select {
+	case serr := <-s:
 		return fmt.Errorf("reading what was to be sent: %w", serr)
+	default: // the source did not fail, or not yet: the sandbox failed first
+		return err
 	}
-	return err
 }
 
 // CopyOut writes the file or directory tree at path in the sandbox to w as

@@ -535,6 +535,11 @@ func TestCopyStreams(t *testing.T) {
 		t.Errorf("copy out of a missing path: %v", err)
 	}
 
+	// A destination that fails fails the request: the stream is its result.
+	if _, err := c.CopyOut(ctx, "/work", failingWriter{}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("copy out into a failing writer: %v", err)
+	}
+
 	// A source that fails midway fails the request with its own error;
 	// the backend saw an aborted stream, not a clean end.
 	broken := io.MultiReader(bytes.NewReader(stream[:MaxData+5]), iotest.ErrReader(errors.New("disk on fire")))
@@ -639,3 +644,7 @@ func TestServerGoneFailsCalls(t *testing.T) {
 	}
 	<-c.Done()
 }
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"time"
 )
 
@@ -242,6 +243,9 @@ type FileInfo struct {
 	// Target is a symlink's target.
 	Target string `json:"target,omitempty"`
 }
+
+// IsDir reports whether the file is a directory.
+func (fi FileInfo) IsDir() bool { return fi.Mode&syscall.S_IFMT == syscall.S_IFDIR }
 
 // WaitResult is how the sandbox's init process ended.
 type WaitResult struct {

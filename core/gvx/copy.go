@@ -106,10 +106,6 @@ func tarHostDir(hostDir string, w io.Writer) error {
 		}
 		return nil
 	})
-	var ce *control.Error
-	if errors.As(err, &ce) {
-		return control.Errorf(ce.Code, "gvx: upload: %s", ce.Message)
-	}
 	if err != nil {
 		return fmt.Errorf("gvx: upload: %w", err)
 	}
@@ -125,9 +121,28 @@ func tarHostDir(hostDir string, w io.Writer) error {
 func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
 	if info, err := sb.Stat(ctx, guestDir); err != nil {
 		return control.CopyResult{}, err
-	} else if info.Mode&0o170000 != 0o040000 {
+	} else if !info.IsDir() {
 		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: download: %s in the sandbox is not a directory; copy a file with DownloadFile", guestDir)
 	}
+	return sb.downloadDir(ctx, guestDir, hostDir)
+}
+
+// Download copies the file or directory at the guest path to hostPath:
+// DownloadFile for a file, DownloadDir for a directory.
+func (sb *Sandbox) Download(ctx context.Context, guestPath, hostPath string) error {
+	info, err := sb.Stat(ctx, guestPath)
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		_, err = sb.downloadDir(ctx, guestPath, hostPath)
+		return err
+	}
+	return sb.DownloadFile(ctx, guestPath, hostPath)
+}
+
+// downloadDir is DownloadDir once guestDir is known to be a directory.
+func (sb *Sandbox) downloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
 	// The archive is spooled to a file, not extracted while it arrives:
 	// extracting would hold up the connection's other answers.
 	spool, err := os.CreateTemp("", "gvx-download-*.tar")
@@ -136,13 +151,9 @@ func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (c
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()
-	w := &stickyErrWriter{w: spool}
-	res, err := sb.CopyOut(ctx, guestDir, w)
+	res, err := sb.CopyOut(ctx, guestDir, spool)
 	if err != nil {
 		return res, err
-	}
-	if w.err != nil {
-		return res, fmt.Errorf("gvx: download: spooling the archive to %s: %w", spool.Name(), w.err)
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return res, err
@@ -166,16 +177,12 @@ func (sb *Sandbox) DownloadFile(ctx context.Context, guestPath, hostPath string)
 		return fmt.Errorf("gvx: download: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	w := &stickyErrWriter{w: tmp}
-	info, err := sb.client.ReadFile(ctx, guestPath, w)
-	if cerr := tmp.Close(); w.err == nil {
-		w.err = cerr
+	info, err := sb.client.ReadFile(ctx, guestPath, tmp)
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("gvx: download: writing %s: %w", hostPath, cerr)
 	}
 	if err != nil {
 		return sb.callError(err)
-	}
-	if w.err != nil {
-		return fmt.Errorf("gvx: download: writing %s: %w", hostPath, w.err)
 	}
 	if err := os.Chmod(tmp.Name(), fs.FileMode(info.Mode&0o1777)); err != nil {
 		return fmt.Errorf("gvx: download: %w", err)
@@ -266,16 +273,21 @@ func (x *hostExtractor) in(dir string) (*os.Root, error) {
 	return r, nil
 }
 
-func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
-	name := hdr.Name
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	} else {
-		name = ""
+// underTop returns an archive name without its first element (the guest
+// directory's own name), relative to the download's top: "." for the top.
+func underTop(name string) (string, error) {
+	_, rest, _ := strings.Cut(name, "/")
+	rel := path.Clean("./" + rest)
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("archive name %q leaves the directory", name)
 	}
-	name = path.Clean("./" + name)
-	if name == ".." || strings.HasPrefix(name, "../") {
-		return fmt.Errorf("archive entry %q leaves the directory", hdr.Name)
+	return rel, nil
+}
+
+func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
+	name, err := underTop(hdr.Name)
+	if err != nil {
+		return err
 	}
 	perm := fs.FileMode(hdr.Mode) & fs.ModePerm
 	if hdr.Mode&0o1000 != 0 {
@@ -333,11 +345,11 @@ func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
 		if err := removeNonDir(parent, base); err != nil {
 			return err
 		}
-		target := hdr.Linkname
-		if i := strings.IndexByte(target, '/'); i >= 0 {
-			target = target[i+1:]
+		target, err := underTop(hdr.Linkname)
+		if err != nil {
+			return err
 		}
-		return x.top.Link(path.Clean("./"+target), name)
+		return x.top.Link(target, name)
 	case tar.TypeSymlink:
 		if err := removeNonDir(parent, base); err != nil {
 			return err
@@ -375,20 +387,4 @@ func removeNonDir(root *os.Root, name string) error {
 		return fmt.Errorf("%s: a directory is in the way of a file from the sandbox", name)
 	}
 	return root.Remove(name)
-}
-
-// stickyErrWriter keeps the first write error: the connection's reader
-// that writes a stream has nobody to return it to.
-type stickyErrWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (s *stickyErrWriter) Write(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	n, err := s.w.Write(p)
-	s.err = err
-	return n, err
 }
