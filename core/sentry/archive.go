@@ -12,11 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	gcontext "gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
-	"gvisor.dev/gvisor/pkg/fspath"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
 	"gvisor.dev/gvisor/pkg/usermem"
@@ -44,6 +42,9 @@ func (e *archiveError) Error() string        { return e.err.Error() }
 func (e *archiveError) Unwrap() error        { return e.err }
 func (e *archiveError) Is(target error) bool { return target == ErrBadArchive }
 
+// copyBufSize is the buffer one copy moves files' content through.
+const copyBufSize = 256 << 10
+
 // CopyStats counts what a copy moved.
 type CopyStats struct {
 	// Entries counts the files, directories, links and nodes.
@@ -68,7 +69,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyStat
 		return CopyStats{}, err
 	}
 	defer root.DecRef(kctx)
-	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), root: root, dirs: map[string]bool{}}
+	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), root: root, dirs: map[string]bool{}, buf: make([]byte, copyBufSize)}
 	dir = path.Clean(dir)
 	if err := x.mkdirAll(dir); err != nil {
 		return CopyStats{}, err
@@ -113,8 +114,15 @@ func (s *Sandbox) MkdirAll(ctx context.Context, name string) error {
 		return err
 	}
 	defer root.DecRef(kctx)
-	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), root: root, dirs: map[string]bool{}}
-	return x.mkdirAll(path.Clean(name))
+	return mkdirAll(kctx, s.k.VFS(), s.rootCreds(), root, path.Clean(name))
+}
+
+// mkdirAll is vfs.MkdirAllAt with the path in its error.
+func mkdirAll(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *auth.Credentials, root vfs.VirtualDentry, name string) error {
+	if err := vfsObj.MkdirAllAt(ctx, name, root, creds, &vfs.MkdirOptions{Mode: 0o755}, true /* mustBeDir */); err != nil {
+		return pathError("mkdir", name, err)
+	}
+	return nil
 }
 
 // extractor holds the state of one CopyIn.
@@ -126,17 +134,14 @@ type extractor struct {
 	stats    CopyStats
 	dirTimes []dirTime
 	// dirs are the directories known to exist: archives need not hold an
-	// entry for every parent.
+	// entry for every parent, and most entries share theirs.
 	dirs map[string]bool
+	buf  []byte // for files' content
 }
 
 type dirTime struct {
 	name  string
 	mtime time.Time
-}
-
-func (x *extractor) pop(name string, follow bool) *vfs.PathOperation {
-	return &vfs.PathOperation{Root: x.root, Start: x.root, Path: fspath.Parse(name), FollowFinalSymlink: follow}
 }
 
 // entryPath returns the guest path of a tar entry extracted into dir.
@@ -152,6 +157,8 @@ func entryPath(dir, name string) (string, error) {
 	return path.Join(dir, clean), nil
 }
 
+// extract makes the file of one tar entry, then gives it the entry's
+// owner, mode and times as far as its type has them.
 func (x *extractor) extract(dir string, hdr *tar.Header, content io.Reader) error {
 	name, err := entryPath(dir, hdr.Name)
 	if err != nil {
@@ -163,120 +170,100 @@ func (x *extractor) extract(dir string, hdr *tar.Header, content io.Reader) erro
 		}
 	}
 	mode := uint16(hdr.Mode & 0o7777)
+	vfsObj := x.s.k.VFS()
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := x.mkdir(name, mode); err != nil {
-			return err
-		}
-		x.dirTimes = append(x.dirTimes, dirTime{name: name, mtime: hdr.ModTime})
-		if err := x.setOwnerMode(name, hdr, true); err != nil {
-			return err
-		}
-		x.stats.Entries++
-		return nil
+		err = x.mkdir(name, mode)
 	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
-		if err := x.replace(name); err != nil {
-			return err
-		}
-		n, err := x.writeFile(name, mode, content)
-		x.stats.Bytes += n
-		if err != nil {
-			return err
-		}
+		err = x.writeFile(name, mode, content)
 	case tar.TypeSymlink:
-		if err := x.replace(name); err != nil {
-			return err
-		}
-		if err := x.s.k.VFS().SymlinkAt(x.ctx, x.creds, x.pop(name, false), hdr.Linkname); err != nil {
-			return pathError("symlink", name, err)
+		if err = x.replace(name); err == nil {
+			if err = vfsObj.SymlinkAt(x.ctx, x.creds, pathAt(x.root, name, false), hdr.Linkname); err != nil {
+				err = pathError("symlink", name, err)
+			}
 		}
 	case tar.TypeLink:
-		target, err := entryPath(dir, hdr.Linkname)
-		if err != nil {
-			return err
+		var target string
+		if target, err = entryPath(dir, hdr.Linkname); err == nil {
+			if err = x.replace(name); err == nil {
+				if err = vfsObj.LinkAt(x.ctx, x.creds, pathAt(x.root, target, false), pathAt(x.root, name, false)); err != nil {
+					err = pathError("link", name, err)
+				}
+			}
 		}
-		if err := x.replace(name); err != nil {
-			return err
-		}
-		if err := x.s.k.VFS().LinkAt(x.ctx, x.creds, x.pop(target, false), x.pop(name, false)); err != nil {
-			return pathError("link", name, err)
-		}
-		x.stats.Entries++
-		return nil // a hard link shares its target's owner, mode and times
 	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-		if err := x.replace(name); err != nil {
-			return err
-		}
 		kind := map[byte]linux.FileMode{tar.TypeChar: linux.S_IFCHR, tar.TypeBlock: linux.S_IFBLK, tar.TypeFifo: linux.S_IFIFO}[hdr.Typeflag]
 		opts := &vfs.MknodOptions{Mode: kind | linux.FileMode(mode), DevMajor: uint32(hdr.Devmajor), DevMinor: uint32(hdr.Devminor)}
-		if err := x.s.k.VFS().MknodAt(x.ctx, x.creds, x.pop(name, false), opts); err != nil {
-			return pathError("mknod", name, err)
+		if err = x.replace(name); err == nil {
+			if err = vfsObj.MknodAt(x.ctx, x.creds, pathAt(x.root, name, false), opts); err != nil {
+				err = pathError("mknod", name, err)
+			}
 		}
 	case tar.TypeXHeader, tar.TypeXGlobalHeader, tar.TypeGNULongName, tar.TypeGNULongLink:
 		return nil // archive/tar applies these to the entries they describe
 	default:
 		return badArchive("tar entry %q has type %q, which has no file to make (regular files, directories, symlinks, hard links, devices and FIFOs can be copied in)", hdr.Name, hdr.Typeflag)
 	}
-	if hdr.Typeflag == tar.TypeSymlink {
-		// A symlink's own mode and times mean nothing to Linux.
-		x.stats.Entries++
-		return x.setOwnerMode(name, hdr, false)
+	if err != nil {
+		return err
+	}
+	x.stats.Entries++
+	switch hdr.Typeflag {
+	case tar.TypeLink:
+		return nil // a hard link shares its target's owner, mode and times
+	case tar.TypeSymlink:
+		return x.setOwnerMode(name, hdr, false) // a symlink's own mode and times mean nothing to Linux
+	case tar.TypeDir:
+		// Its time last: every entry made in it changes it.
+		x.dirTimes = append(x.dirTimes, dirTime{name: name, mtime: hdr.ModTime})
+		return x.setOwnerMode(name, hdr, true)
 	}
 	if err := x.setOwnerMode(name, hdr, true); err != nil {
 		return err
 	}
-	if err := x.setTimes(name, hdr.ModTime); err != nil {
-		return err
-	}
-	x.stats.Entries++
-	return nil
+	return x.setTimes(name, hdr.ModTime)
 }
 
-// lstat returns the type of the file at name, or 0 if there is none.
-func (x *extractor) lstat(name string) (uint16, error) {
-	st, err := x.s.k.VFS().StatAt(x.ctx, x.creds, x.pop(name, false), &vfs.StatOptions{Mask: linux.STATX_TYPE})
-	if linuxerr.Equals(linuxerr.ENOENT, err) {
-		return 0, nil
+// unlinkNonDir removes a non-directory at name, never following a
+// symlink, and reports whether a directory is there instead.
+func (x *extractor) unlinkNonDir(name string) (isDir bool, err error) {
+	st, err := x.s.k.VFS().StatAt(x.ctx, x.creds, pathAt(x.root, name, false), &vfs.StatOptions{Mask: linux.STATX_TYPE})
+	switch {
+	case linuxerr.Equals(linuxerr.ENOENT, err):
+		return false, nil
+	case err != nil:
+		return false, pathError("stat", name, err)
+	case st.Mode&linux.S_IFMT == linux.S_IFDIR:
+		return true, nil
 	}
-	if err != nil {
-		return 0, pathError("stat", name, err)
+	if err := x.s.k.VFS().UnlinkAt(x.ctx, x.creds, pathAt(x.root, name, false)); err != nil {
+		return false, pathError("unlink", name, err)
 	}
-	return st.Mode & linux.S_IFMT, nil
+	return false, nil
 }
 
-// replace removes a non-directory at name, as tar does before it creates
-// a file there: a symlink is replaced, not followed, and a hard link's
-// other names keep their content.
+// replace makes way for a new file at name, as tar does: a symlink there
+// is replaced, not followed, and a hard link's other names keep their
+// content.
 func (x *extractor) replace(name string) error {
-	typ, err := x.lstat(name)
-	if err != nil || typ == 0 {
-		return err
-	}
-	if typ == linux.S_IFDIR {
+	isDir, err := x.unlinkNonDir(name)
+	if err == nil && isDir {
 		return badArchive("copy in %s: a directory is in the way of a file of the archive; remove it first", name)
 	}
-	if err := x.s.k.VFS().UnlinkAt(x.ctx, x.creds, x.pop(name, false)); err != nil {
-		return pathError("unlink", name, err)
-	}
-	return nil
+	return err
 }
 
 // mkdir makes the directory name; an existing directory is kept.
 func (x *extractor) mkdir(name string, mode uint16) error {
-	typ, err := x.lstat(name)
+	isDir, err := x.unlinkNonDir(name)
 	if err != nil {
 		return err
 	}
-	switch typ {
-	case linux.S_IFDIR:
+	if isDir {
+		x.dirs[name] = true
 		return nil
-	case 0:
-	default:
-		if err := x.s.k.VFS().UnlinkAt(x.ctx, x.creds, x.pop(name, false)); err != nil {
-			return pathError("unlink", name, err)
-		}
 	}
-	if err := x.s.k.VFS().MkdirAt(x.ctx, x.creds, x.pop(name, false), &vfs.MkdirOptions{Mode: linux.FileMode(mode)}); err != nil && !linuxerr.Equals(linuxerr.EEXIST, err) {
+	if err := x.s.k.VFS().MkdirAt(x.ctx, x.creds, pathAt(x.root, name, false), &vfs.MkdirOptions{Mode: linux.FileMode(mode)}); err != nil {
 		return pathError("mkdir", name, err)
 	}
 	x.dirs[name] = true
@@ -285,43 +272,38 @@ func (x *extractor) mkdir(name string, mode uint16) error {
 
 // mkdirAll makes the absolute directory name and its missing parents.
 func (x *extractor) mkdirAll(name string) error {
-	if name == "/" || x.dirs[name] {
+	if x.dirs[name] {
 		return nil
 	}
-	if err := x.mkdirAll(path.Dir(name)); err != nil {
+	if err := mkdirAll(x.ctx, x.s.k.VFS(), x.creds, x.root, name); err != nil {
 		return err
-	}
-	st, err := x.s.k.VFS().StatAt(x.ctx, x.creds, x.pop(name, true), &vfs.StatOptions{Mask: linux.STATX_TYPE})
-	if err == nil {
-		if st.Mode&linux.S_IFMT != linux.S_IFDIR {
-			return &fs.PathError{Op: "mkdir", Path: name, Err: unix.ENOTDIR}
-		}
-		x.dirs[name] = true
-		return nil
-	}
-	if !linuxerr.Equals(linuxerr.ENOENT, err) {
-		return pathError("stat", name, err)
-	}
-	if err := x.s.k.VFS().MkdirAt(x.ctx, x.creds, x.pop(name, false), &vfs.MkdirOptions{Mode: 0o755}); err != nil && !linuxerr.Equals(linuxerr.EEXIST, err) {
-		return pathError("mkdir", name, err)
 	}
 	x.dirs[name] = true
 	return nil
 }
 
-func (x *extractor) writeFile(name string, mode uint16, content io.Reader) (int64, error) {
-	pop := x.pop(name, false)
-	fd, err := x.s.k.VFS().OpenAt(x.ctx, x.creds, pop, &vfs.OpenOptions{Flags: linux.O_WRONLY | linux.O_CREAT | linux.O_EXCL | linux.O_NOFOLLOW, Mode: linux.FileMode(mode)})
+// writeFile creates name with r's content.
+func (x *extractor) writeFile(name string, mode uint16, content io.Reader) error {
+	if err := x.replace(name); err != nil {
+		return err
+	}
+	fd, err := x.s.k.VFS().OpenAt(x.ctx, x.creds, pathAt(x.root, name, false), &vfs.OpenOptions{Flags: linux.O_WRONLY | linux.O_CREAT | linux.O_EXCL | linux.O_NOFOLLOW, Mode: linux.FileMode(mode)})
 	if err != nil {
-		return 0, pathError("create", name, err)
+		return pathError("create", name, err)
 	}
 	defer fd.DecRef(x.ctx)
-	return copyToFD(x.ctx, fd, name, content)
+	n, err := copyToFD(x.ctx, fd, name, content, x.buf)
+	x.stats.Bytes += n
+	var writeErr *fs.PathError
+	if err != nil && !errors.As(err, &writeErr) {
+		return &archiveError{err} // the archive ended or failed mid-file
+	}
+	return err
 }
 
-// copyToFD writes r's content to fd.
-func copyToFD(ctx gcontext.Context, fd *vfs.FileDescription, name string, r io.Reader) (int64, error) {
-	buf := make([]byte, 256<<10)
+// copyToFD writes r's content to fd through buf. A write error is an
+// *fs.PathError; a read error is r's, wrapped.
+func copyToFD(ctx gcontext.Context, fd *vfs.FileDescription, name string, r io.Reader, buf []byte) (int64, error) {
 	var total int64
 	for {
 		n, rerr := r.Read(buf)
@@ -337,7 +319,7 @@ func copyToFD(ctx gcontext.Context, fd *vfs.FileDescription, name string, r io.R
 			return total, nil
 		}
 		if rerr != nil {
-			return total, badArchive("reading the content of %s: %w", name, rerr)
+			return total, fmt.Errorf("reading the content of %s: %w", name, rerr)
 		}
 	}
 }
@@ -350,7 +332,7 @@ func (x *extractor) setOwnerMode(name string, hdr *tar.Header, withMode bool) er
 		st.Mask |= linux.STATX_MODE
 		st.Mode = uint16(hdr.Mode & 0o7777)
 	}
-	if err := x.s.k.VFS().SetStatAt(x.ctx, x.creds, x.pop(name, false), &vfs.SetStatOptions{Stat: st}); err != nil {
+	if err := x.s.k.VFS().SetStatAt(x.ctx, x.creds, pathAt(x.root, name, false), &vfs.SetStatOptions{Stat: st}); err != nil {
 		return pathError("chown", name, err)
 	}
 	return nil
@@ -362,7 +344,7 @@ func (x *extractor) setTimes(name string, mtime time.Time) error {
 	}
 	ts := linux.NsecToStatxTimestamp(mtime.UnixNano())
 	st := linux.Statx{Mask: linux.STATX_ATIME | linux.STATX_MTIME, Atime: ts, Mtime: ts}
-	if err := x.s.k.VFS().SetStatAt(x.ctx, x.creds, x.pop(name, false), &vfs.SetStatOptions{Stat: st}); err != nil {
+	if err := x.s.k.VFS().SetStatAt(x.ctx, x.creds, pathAt(x.root, name, false), &vfs.SetStatOptions{Stat: st}); err != nil {
 		return pathError("utimes", name, err)
 	}
 	return nil
@@ -388,7 +370,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, name string, w io.Writer) (CopySt
 	if name == "/" {
 		top = "."
 	}
-	a := archiver{s: s, ctx: ctx, kctx: kctx, creds: s.rootCreds(), root: root, tw: tar.NewWriter(w), links: map[fileID]string{}}
+	a := archiver{s: s, ctx: ctx, kctx: kctx, creds: s.rootCreds(), root: root, tw: tar.NewWriter(w), links: map[fileID]string{}, buf: make([]byte, copyBufSize)}
 	if err := a.add(name, top); err != nil {
 		return a.stats, err
 	}
@@ -408,15 +390,12 @@ type archiver struct {
 	tw    *tar.Writer
 	links map[fileID]string
 	stats CopyStats
+	buf   []byte // for files' content
 }
 
 type fileID struct {
 	devMajor, devMinor uint32
 	ino                uint64
-}
-
-func (a *archiver) pop(name string) *vfs.PathOperation {
-	return &vfs.PathOperation{Root: a.root, Start: a.root, Path: fspath.Parse(name), FollowFinalSymlink: false}
 }
 
 // add stores the file at the guest path name as the entry entry, and a
@@ -425,7 +404,7 @@ func (a *archiver) add(name, entry string) error {
 	if err := a.ctx.Err(); err != nil {
 		return err
 	}
-	st, err := a.s.k.VFS().StatAt(a.kctx, a.creds, a.pop(name), &vfs.StatOptions{Mask: linux.STATX_ALL})
+	st, err := a.s.k.VFS().StatAt(a.kctx, a.creds, pathAt(a.root, name, false), &vfs.StatOptions{Mask: linux.STATX_ALL})
 	if err != nil {
 		return pathError("stat", name, err)
 	}
@@ -469,7 +448,7 @@ func (a *archiver) add(name, entry string) error {
 		}
 		return a.content(name, hdr.Size)
 	case linux.S_IFLNK:
-		target, err := a.s.k.VFS().ReadlinkAt(a.kctx, a.creds, a.pop(name))
+		target, err := a.s.k.VFS().ReadlinkAt(a.kctx, a.creds, pathAt(a.root, name, false))
 		if err != nil {
 			return pathError("readlink", name, err)
 		}
@@ -500,7 +479,7 @@ func (a *archiver) write(hdr *tar.Header) error {
 // list returns the names in the directory at name, sorted, so that the
 // same tree always gives the same archive.
 func (a *archiver) list(name string) ([]string, error) {
-	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, a.pop(name), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_DIRECTORY | linux.O_NOFOLLOW})
+	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, pathAt(a.root, name, false), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_DIRECTORY | linux.O_NOFOLLOW})
 	if err != nil {
 		return nil, pathError("open", name, err)
 	}
@@ -521,14 +500,13 @@ func (a *archiver) list(name string) ([]string, error) {
 
 // content copies size bytes of the regular file at name into the archive.
 func (a *archiver) content(name string, size int64) error {
-	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, a.pop(name), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_NOFOLLOW | linux.O_NONBLOCK})
+	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, pathAt(a.root, name, false), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_NOFOLLOW | linux.O_NONBLOCK})
 	if err != nil {
 		return pathError("open", name, err)
 	}
 	defer fd.DecRef(a.kctx)
-	buf := make([]byte, 256<<10)
 	for left := size; left > 0; {
-		chunk := buf[:min(left, int64(len(buf)))]
+		chunk := a.buf[:min(left, int64(len(a.buf)))]
 		n, err := fd.Read(a.kctx, usermem.BytesIOSequence(chunk), vfs.ReadOptions{})
 		if n > 0 {
 			if _, werr := a.tw.Write(chunk[:n]); werr != nil {

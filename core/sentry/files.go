@@ -141,7 +141,7 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, name string, r io.Reader, p
 	}
 	kctx := s.k.SupervisorContext()
 	defer fd.DecRef(kctx)
-	return copyToFD(kctx, fd, name, r)
+	return copyToFD(kctx, fd, name, r, make([]byte, copyBufSize))
 }
 
 // Stat returns the metadata of the file at the absolute guest path name,
@@ -156,8 +156,7 @@ func (s *Sandbox) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	defer root.DecRef(kctx)
-	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(name), FollowFinalSymlink: true}
-	st, err := s.k.VFS().StatAt(kctx, s.rootCreds(), pop, &vfs.StatOptions{Mask: linux.STATX_ALL})
+	st, err := s.k.VFS().StatAt(kctx, s.rootCreds(), pathAt(root, name, true), &vfs.StatOptions{Mask: linux.STATX_ALL})
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: hostError(err)}
 	}
@@ -172,8 +171,7 @@ func (s *Sandbox) openAt(name string, flags uint32, mode uint16) (*vfs.FileDescr
 		return nil, err
 	}
 	defer root.DecRef(kctx)
-	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(name), FollowFinalSymlink: true}
-	fd, err := s.k.VFS().OpenAt(kctx, s.rootCreds(), pop, &vfs.OpenOptions{Flags: flags | linux.O_NONBLOCK | linux.O_NOCTTY, Mode: linux.FileMode(mode)})
+	fd, err := s.k.VFS().OpenAt(kctx, s.rootCreds(), pathAt(root, name, true), &vfs.OpenOptions{Flags: flags | linux.O_NONBLOCK | linux.O_NOCTTY, Mode: linux.FileMode(mode)})
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: hostError(err)}
 	}
@@ -187,6 +185,12 @@ func (s *Sandbox) openAt(name string, flags uint32, mode uint16) (*vfs.FileDescr
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %#o)", st.Mode)}
 	}
 	return fd, nil
+}
+
+// pathAt is the path operation on name resolved from root (a mount
+// namespace's root, so an absolute name stays inside it).
+func pathAt(root vfs.VirtualDentry, name string, followFinalSymlink bool) *vfs.PathOperation {
+	return &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(name), FollowFinalSymlink: followFinalSymlink}
 }
 
 // errNotAbsolute refuses a relative guest path: there is no working

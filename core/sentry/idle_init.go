@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"gvisor.dev/gvisor/pkg/abi/linux"
-	"gvisor.dev/gvisor/pkg/fspath"
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/tmpfs"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
@@ -45,7 +44,7 @@ func (s *Sandbox) idleInitFile() (*vfs.FileDescription, error) {
 	}
 	defer mnt.DecRef(ctx)
 	root := vfs.MakeVirtualDentry(mnt, mnt.Root())
-	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(idleInitName)}
+	pop := pathAt(root, idleInitName, false)
 	w, err := vfsObj.OpenAt(ctx, creds, pop, &vfs.OpenOptions{Flags: linux.O_WRONLY | linux.O_CREAT | linux.O_EXCL, Mode: 0o555})
 	if err != nil {
 		return nil, fmt.Errorf("sentry: creating the idle init: %w", err)

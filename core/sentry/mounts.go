@@ -6,7 +6,6 @@ import (
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
-	"gvisor.dev/gvisor/pkg/fspath"
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/dev"
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/devpts"
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/mqfs"
@@ -85,7 +84,7 @@ func (m *submount) mount(ctx context.Context, vfsObj *vfs.VirtualFilesystem, cre
 	if m.internalData != nil {
 		opts.GetFilesystemOptions.InternalData = m.internalData()
 	}
-	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(m.target), FollowFinalSymlink: true}
+	pop := pathAt(root, m.target, true)
 	// MountAt returns the mount without a reference: the VFS holds the
 	// only one until it is unmounted.
 	if _, err := vfsObj.MountAt(ctx, creds, m.fsType, pop, m.fsType, opts); err != nil {
@@ -96,8 +95,7 @@ func (m *submount) mount(ctx context.Context, vfsObj *vfs.VirtualFilesystem, cre
 
 // emptyOrMissing reports whether path is absent or an empty directory.
 func emptyOrMissing(ctx context.Context, vfsObj *vfs.VirtualFilesystem, creds *auth.Credentials, root vfs.VirtualDentry, path string) (bool, error) {
-	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(path), FollowFinalSymlink: true}
-	fd, err := vfsObj.OpenAt(ctx, creds, pop, &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_DIRECTORY})
+	fd, err := vfsObj.OpenAt(ctx, creds, pathAt(root, path, true), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_DIRECTORY})
 	switch {
 	case linuxerr.Equals(linuxerr.ENOENT, err):
 		return true, nil

@@ -12,7 +12,6 @@ import (
 
 	"gvisor.dev/gvisor/pkg/cleanup"
 	gcontext "gvisor.dev/gvisor/pkg/context"
-	"gvisor.dev/gvisor/pkg/fspath"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
 
@@ -143,7 +142,7 @@ func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *au
 		if err := vfsObj.MkdirAllAt(ctx, v.Target, root, creds, &vfs.MkdirOptions{Mode: 0o755, ForSyntheticMountpoint: true}, true /* mustBeDir */); err != nil {
 			return fmt.Errorf("sentry: creating mount point %s for volume %s: %w", v.Target, v.name(), err)
 		}
-		pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(v.Target), FollowFinalSymlink: true}
+		pop := pathAt(root, v.Target, true)
 		opts := &vfs.MountOptions{
 			ReadOnly: v.ReadOnly,
 			GetFilesystemOptions: vfs.GetFilesystemOptions{
