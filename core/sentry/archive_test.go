@@ -125,19 +125,11 @@ ran
 	}
 	entries := map[string]*tar.Header{}
 	contents := map[string][]byte{}
-	tr := tar.NewReader(&out)
 	var order []string
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		entries[h.Name] = h
-		order = append(order, h.Name)
-		contents[h.Name], _ = io.ReadAll(tr)
+	for _, e := range readArchive(t, &out) {
+		entries[e.Name] = e.Header
+		order = append(order, e.Name)
+		contents[e.Name] = e.content
 	}
 	wantOrder := "dir/ dir/a.txt dir/bin/ dir/bin/run.sh dir/deep/ dir/deep/er/ dir/deep/er/big.bin dir/empty dir/fifo dir/hard dir/link"
 	if got := strings.Join(order, " "); got != wantOrder {
@@ -175,15 +167,7 @@ func TestCopyOutKeepsLinksAndSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	tr := tar.NewReader(&out)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, h := range readArchive(t, &out) {
 		got = append(got, fmt.Sprintf("%s %c %s %d", h.Name, h.Typeflag, h.Linkname, h.Size))
 	}
 	// f2 comes first in order, so it holds the content and sub/f links to it.
@@ -238,5 +222,32 @@ func TestCopyRefusals(t *testing.T) {
 	// Nothing was made outside the destinations.
 	if _, err := s.Stat(ctx, "/escape"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("/escape: %v", err)
+	}
+}
+
+// archiveEntry is one entry of an archive CopyOut wrote.
+type archiveEntry struct {
+	*tar.Header
+	content []byte
+}
+
+// readArchive returns r's entries in order.
+func readArchive(t *testing.T, r io.Reader) []archiveEntry {
+	t.Helper()
+	var entries []archiveEntry
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return entries
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		content, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, archiveEntry{h, content})
 	}
 }

@@ -13,6 +13,22 @@ import pytest
 import gvx
 
 
+
+def _first_reply(family: int, address: "str | tuple[str, int]") -> bytes:
+    """What a published guest server first sends, trying for 5 s while it starts."""
+    for _ in range(100):
+        with socket.socket(family) as c:
+            try:
+                c.connect(address)
+                data = c.recv(100)
+            except OSError:
+                data = b""
+        if data:
+            return data
+        threading.Event().wait(0.05)
+    return b""
+
+
 def test_parse_port() -> None:
     assert gvx.parse_port("8080:80") == {"host_port": 8080, "guest_port": 80}
     assert gvx.parse_port("127.0.0.1:8080:80/udp") == {"host_port": 8080, "guest_port": 80, "host_ip": "127.0.0.1", "protocol": "udp"}
@@ -54,17 +70,7 @@ def test_published_unix_socket(tmp_path: Path) -> None:
     sock = tmp_path / "svc.sock"
     with gvx.Sandbox(ports=[f"unix:{sock}:8000"]) as sb:
         sb.exec("nc -l -p 8000 -e echo served-by-guest >/dev/null 2>&1 &")
-        for _ in range(100):
-            with socket.socket(socket.AF_UNIX) as c:
-                try:
-                    c.connect(str(sock))
-                    data = c.recv(100)
-                except OSError:
-                    data = b""
-            if data:
-                break
-            threading.Event().wait(0.05)
-        assert data == b"served-by-guest\n"
+        assert _first_reply(socket.AF_UNIX, str(sock)) == b"served-by-guest\n"
     assert not sock.exists(), "the published socket outlived the sandbox"
 
 
@@ -76,18 +82,7 @@ def test_a_host_port_the_host_picks() -> None:
             p = sb.port(8000)
             assert p.host_ip == "127.0.0.1" and p.host_port > 0 and p.protocol == "tcp" and sb.info.ports == (p,)
             sb.exec(f"nc -l -p 8000 -e echo served-by-{i} >/dev/null 2>&1 &")
-            data = b""
-            for _ in range(100):
-                with socket.socket() as c:
-                    try:
-                        c.connect((p.host_ip, p.host_port))
-                        data = c.recv(100)
-                    except OSError:
-                        data = b""
-                if data:
-                    break
-                threading.Event().wait(0.05)
-            assert data == f"served-by-{i}\n".encode()
+            assert _first_reply(socket.AF_INET, (p.host_ip, p.host_port)) == f"served-by-{i}\n".encode()
         assert a.port(8000).host_port != b.port(8000).host_port
         with pytest.raises(gvx.NotFoundError, match=r'ports=\["9000"\]'):
             a.port(9000)
