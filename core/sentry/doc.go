@@ -52,3 +52,5 @@
 //     other processes of the same uid could ptrace it too unless Yama's
 //     ptrace_scope is at least 1. A dedicated uid helps.
 package sentry
+
+//go:generate go run z.gfire.dev/gvx/core/internal/stategen

@@ -26,6 +26,8 @@ import (
 // root namespace's and one for every network namespace the guest creates.
 //
 // netstackCreator implements inet.NetworkStackCreator.
+//
+// +stateify savable
 type netstackCreator struct {
 	clock       tcpip.Clock
 	ids         uniqueid.Provider

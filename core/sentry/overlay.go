@@ -37,6 +37,8 @@ import (
 // resolved twice, so a rename cannot swap a layer between check and use.
 // Internal mounts (the loader's root filesystem) go to gVisor's overlay
 // unchanged.
+//
+// +stateify savable
 type overlayType struct {
 	overlay.FilesystemType
 }

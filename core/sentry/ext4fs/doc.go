@@ -47,3 +47,5 @@
 // ext4lite's own locks are leaves below all of these. No lock of this
 // package is held while copying to or from guest memory except inode.ioMu.
 package ext4fs
+
+//go:generate go run z.gfire.dev/gvx/core/internal/stategen

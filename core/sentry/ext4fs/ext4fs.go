@@ -26,6 +26,8 @@ const superMagic = 0xEF53
 const maxCachedDentries = 16384
 
 // FilesystemType implements vfs.FilesystemType.
+//
+// +stateify savable
 type FilesystemType struct{}
 
 var _ vfs.FilesystemType = (*FilesystemType)(nil)
