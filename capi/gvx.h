@@ -181,11 +181,13 @@ int gvx_sandbox_stat(uint64_t sandbox, const char *path, char **info, char **err
 int gvx_sandbox_read_file(uint64_t sandbox, const char *path, uint8_t **data, size_t *len, char **err);
 
 /*
- * gvx_sandbox_write_file creates or replaces a file with len bytes of data;
- * mode is the permission bits (0 means 0644), optionally with
- * GVX_WRITE_MAKE_PARENTS: missing directories on the way are made (0755,
- * owned by root), as `mkdir -p` would. Without it a missing directory gives
- * GVX_E_NOT_FOUND.
+ * gvx_sandbox_write_file creates or replaces a file with len bytes of data,
+ * whole or not at all: a failed call leaves path as it was, and a replaced
+ * file is a new file (its mode, owner and other hard links do not carry
+ * over; a symlink at path is followed). mode is the permission bits (0
+ * means 0644), optionally with GVX_WRITE_MAKE_PARENTS: missing directories
+ * on the way are made (0755, owned by root), as `mkdir -p` would. Without
+ * it a missing directory gives GVX_E_NOT_FOUND.
  */
 #define GVX_WRITE_MAKE_PARENTS (1u << 16)
 int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *data, size_t len, uint32_t mode,
@@ -193,8 +195,9 @@ int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *da
 
 /*
  * gvx_sandbox_upload copies the host file host_path into the sandbox at path,
- * streaming it (a file of any size is never held in memory). mode is the
- * permission bits, or -1 to keep the host file's.
+ * streaming it (a file of any size is never held in memory), whole or not
+ * at all as gvx_sandbox_write_file. mode is the permission bits, or -1 to
+ * keep the host file's.
  *
  * If host_path is a directory, its contents are copied into the directory
  * path (created with its parents if missing), like `rsync -a host_path/

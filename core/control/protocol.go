@@ -215,10 +215,13 @@ type PathRequest struct {
 }
 
 // WriteFileRequest writes a file; its content follows as data frames on
-// StreamFile ending with FlagEOF.
+// StreamFile ending with FlagEOF. The file appears whole or not at all: a
+// failed request leaves the path as it was. An existing file is replaced
+// by a new one, so its mode, owner and other hard links do not carry
+// over; a symlink at Path is followed.
 type WriteFileRequest struct {
 	Path string `json:"path"`
-	// Mode is the permission bits for a new file (default 0644).
+	// Mode is the file's permission bits (default 0644).
 	Mode uint32 `json:"mode,omitempty"`
 	// MakeParents creates missing parent directories (0755).
 	MakeParents bool `json:"make_parents,omitempty"`

@@ -26,7 +26,8 @@ type Backend interface {
 	SignalInit(sig int) error
 	// ReadFile writes the content of a regular file to w.
 	ReadFile(ctx context.Context, path string, w io.Writer) (FileInfo, error)
-	// WriteFile creates or replaces a regular file with r's content.
+	// WriteFile creates or replaces a regular file with r's content, whole
+	// or not at all.
 	WriteFile(ctx context.Context, req WriteFileRequest, r io.Reader) (FileInfo, error)
 	// CopyIn extracts the tar stream r into the guest directory dir,
 	// creating dir and its parents if missing.

@@ -383,7 +383,13 @@ func (sb *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteFile creates or replaces a file in the sandbox.
+// WriteFile creates or replaces a file in the sandbox. The file appears
+// whole or not at all: the sandbox writes a hidden file beside path and
+// renames it over path once all of the content arrived, so a failed write
+// (a full sandbox, a source that broke) leaves path as it was, and
+// replacing a file needs room for both until the new one is complete. An
+// existing file is replaced by a new one with mode perm: its mode, owner
+// and other hard links do not carry over. A symlink at path is followed.
 func (sb *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm os.FileMode) error {
 	return sb.WriteFileFrom(ctx, path, bytes.NewReader(data), perm)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -219,6 +221,19 @@ func TestFiles(t *testing.T) {
 	}
 	if res := sh(t, sb, "wc -l < /tmp/data.txt; stat -c %a /tmp/data.txt", nil); strings.Fields(string(res.Stdout))[0] != "300000" || strings.Fields(string(res.Stdout))[1] != "640" {
 		t.Errorf("the guest sees %q", res.Stdout)
+	}
+	// A source that fails after some of the content leaves the file as it
+	// was: the sandbox is told the stream was cut short, and drops what
+	// it had written.
+	broken := io.MultiReader(bytes.NewReader(data[:400000]), iotest.ErrReader(errors.New("the source broke")))
+	if err := sb.WriteFileFrom(ctx, "/tmp/data.txt", broken, 0o600); err == nil || !strings.Contains(err.Error(), "the source broke") {
+		t.Errorf("WriteFileFrom of a failing source: %v", err)
+	}
+	if got, err := sb.ReadFile(ctx, "/tmp/data.txt"); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("after a failed write, read back %d bytes, %v; want the %d written before", len(got), err, len(data))
+	}
+	if res := sh(t, sb, "stat -c %a /tmp/data.txt; ls -A /tmp", nil); string(res.Stdout) != "640\ndata.txt\n" {
+		t.Errorf("after a failed write, the guest sees %q", res.Stdout)
 	}
 	st, err := sb.Stats(ctx)
 	if err != nil || st.MemoryUsage < uint64(len(data)) || st.Tasks < 1 {

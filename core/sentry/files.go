@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"path"
 	"sync"
 	"time"
@@ -120,28 +121,148 @@ func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// WriteFile writes data to the absolute guest path name as root, creating
-// the file with exactly mode perm (no umask applies) or truncating it.
+// WriteFile writes data to the absolute guest path name, as WriteFileFrom
+// does.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
 	_, err := s.WriteFileFrom(ctx, name, bytes.NewReader(data), perm)
 	return err
 }
 
-// WriteFileFrom is WriteFile with the content read from r as it is
-// written, so a large file is never held in memory. It returns the bytes
-// written.
+// WriteFileFrom writes the content read from r to the absolute guest path
+// name as root, reading it as it is written, so a large file is never held
+// in memory. It returns the bytes written.
+//
+// The file appears whole or not at all: the content goes to a hidden file
+// beside name, which is renamed over name once r reached its end. If r
+// fails, or the sandbox runs out of space, that file is removed and name
+// keeps what it held (or stays absent); replacing a file needs room for
+// both until then. The result is always a new file with exactly mode perm
+// (no umask applies): a file it replaces keeps neither its mode nor its
+// owner, and its other hard links keep the old content. A symlink at name
+// is followed, as open(2) follows it, and its target replaced; an existing
+// directory, FIFO or device is refused.
 func (s *Sandbox) WriteFileFrom(ctx context.Context, name string, r io.Reader, perm fs.FileMode) (int64, error) {
 	if err := s.acquire(); err != nil {
 		return 0, err
 	}
 	defer s.release()
-	fd, err := s.openAt(name, linux.O_WRONLY|linux.O_CREAT|linux.O_TRUNC, uint16(perm.Perm()))
+	kctx, root, err := s.fileRoot(name)
 	if err != nil {
 		return 0, err
 	}
-	kctx := s.k.SupervisorContext()
+	defer root.DecRef(kctx)
+	creds := s.rootCreds()
+	dir, base, err := s.writeTarget(kctx, creds, root, name)
+	if err != nil {
+		return 0, err
+	}
+	defer dir.DecRef(kctx)
+	at := func(file string) *vfs.PathOperation {
+		return &vfs.PathOperation{Root: root, Start: dir, Path: fspath.Parse(file)}
+	}
+	vfsObj := s.k.VFS()
+	tmp := tempName(base)
+	fd, err := vfsObj.OpenAt(kctx, creds, at(tmp), &vfs.OpenOptions{Flags: linux.O_WRONLY | linux.O_CREAT | linux.O_EXCL, Mode: linux.FileMode(perm.Perm())})
+	if err != nil {
+		return 0, pathError("create", name, err)
+	}
 	defer fd.DecRef(kctx)
-	return copyToFD(kctx, fd, name, r, make([]byte, copyBufSize))
+	renamed := false
+	defer func() {
+		if !renamed {
+			// The error being returned says what failed; this one would
+			// not add to it, and the file is hidden.
+			_ = vfsObj.UnlinkAt(kctx, creds, at(tmp))
+		}
+	}()
+	n, err := copyToFD(kctx, fd, name, r, make([]byte, copyBufSize))
+	if err != nil {
+		return n, err
+	}
+	if err := vfsObj.RenameAt(kctx, creds, at(tmp), at(base), &vfs.RenameOptions{}); err != nil {
+		return n, pathError("rename", name, err)
+	}
+	renamed = true
+	return n, nil
+}
+
+// writeTarget returns the directory and the name in it of the file that
+// writing name replaces: name with its final symlinks followed, as open(2)
+// follows them, so that writing through a symlink replaces its target (or
+// makes it), not the link. The caller owns a reference on the directory.
+func (s *Sandbox) writeTarget(ctx gcontext.Context, creds *auth.Credentials, root vfs.VirtualDentry, name string) (vfs.VirtualDentry, string, error) {
+	// Each symlink's target is resolved from the directory holding the
+	// link, as the kernel resolves it, never by joining path strings: that
+	// directory may itself have been reached through symlinks.
+	start, next := root, name
+	ownStart := false // whether start is a reference of ours
+	for hops := 0; ; hops++ {
+		dirPath, base := path.Split(next)
+		if dirPath == "" {
+			dirPath = "."
+		}
+		dir, err := s.k.VFS().GetDentryAt(ctx, creds, &vfs.PathOperation{Root: root, Start: start, Path: fspath.Parse(dirPath), FollowFinalSymlink: true}, &vfs.GetDentryOptions{CheckSearchable: true})
+		if ownStart {
+			start.DecRef(ctx)
+		}
+		if err != nil {
+			return vfs.VirtualDentry{}, "", pathError("open", name, err)
+		}
+		target, isLink, err := s.replaceable(ctx, creds, root, dir, base, name)
+		if err == nil && isLink && hops == linux.MaxSymlinkTraversals {
+			err = pathError("open", name, linuxerr.ELOOP)
+		}
+		if err != nil {
+			dir.DecRef(ctx)
+			return vfs.VirtualDentry{}, "", err
+		}
+		if !isLink {
+			return dir, base, nil
+		}
+		start, next, ownStart = dir, target, true
+	}
+}
+
+// replaceable checks that the file base in dir, if there is one, may be
+// replaced by a regular file written to name, and returns its target if it
+// is a symlink. A directory, FIFO or device is refused: replacing one with
+// a file is never what was meant.
+func (s *Sandbox) replaceable(ctx gcontext.Context, creds *auth.Credentials, root, dir vfs.VirtualDentry, base, name string) (target string, isLink bool, err error) {
+	if base == "" || base == "." || base == ".." {
+		return "", false, pathError("open", name, linuxerr.EISDIR)
+	}
+	at := &vfs.PathOperation{Root: root, Start: dir, Path: fspath.Parse(base)}
+	st, err := s.k.VFS().StatAt(ctx, creds, at, &vfs.StatOptions{Mask: linux.STATX_TYPE | linux.STATX_MODE})
+	switch {
+	case linuxerr.Equals(linuxerr.ENOENT, err):
+		return "", false, nil
+	case err != nil:
+		return "", false, pathError("stat", name, err)
+	}
+	switch st.Mode & linux.S_IFMT {
+	case linux.S_IFREG:
+		return "", false, nil
+	case linux.S_IFLNK:
+		target, err := s.k.VFS().ReadlinkAt(ctx, creds, at)
+		if err != nil {
+			return "", false, pathError("readlink", name, err)
+		}
+		return target, true, nil
+	case linux.S_IFDIR:
+		return "", false, pathError("open", name, linuxerr.EISDIR)
+	}
+	return "", false, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %#o)", st.Mode)}
+}
+
+// tempName returns a hidden name for new content on its way to base, in
+// base's directory (a rename does not cross file systems), within
+// NAME_MAX.
+func tempName(base string) string {
+	suffix := fmt.Sprintf(".gvx-%016x", rand.Uint64())
+	if room := linux.NAME_MAX - 1 - len(suffix); len(base) > room {
+		base = base[:room]
+	}
+	return "." + base + suffix
 }
 
 // Stat returns the metadata of the file at the absolute guest path name,
@@ -198,13 +319,16 @@ func pathAt(root vfs.VirtualDentry, name string, followFinalSymlink bool) *vfs.P
 var errNotAbsolute = fmt.Errorf("%w: a guest path is absolute, like /workspace/file", fs.ErrInvalid)
 
 // fileRoot checks name and returns the kernel context and the guest's root.
+// The context carries the guest's mount namespace, which renames and
+// unlinks consult for mount points: the kernel's own context has none
+// before Start, when rungv already writes files.
 //
 // Preconditions: the caller holds a use of s (acquire).
 func (s *Sandbox) fileRoot(name string) (gcontext.Context, vfs.VirtualDentry, error) {
 	if !path.IsAbs(name) {
 		return nil, vfs.VirtualDentry{}, &fs.PathError{Op: "open", Path: name, Err: errNotAbsolute}
 	}
-	kctx := s.k.SupervisorContext()
+	kctx := vfs.WithMountNamespace(s.k.SupervisorContext(), s.mns)
 	return kctx, s.mns.Root(kctx), nil
 }
 

@@ -1,11 +1,16 @@
 package sentry
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"strings"
+	"syscall"
 	"testing"
+	"testing/iotest"
 )
 
 func TestFiles(t *testing.T) {
@@ -87,4 +92,140 @@ func TestFilesAfterClose(t *testing.T) {
 	if _, err := s.ReadFile(context.Background(), "/etc/passwd"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ReadFile after Close: %v, want ErrClosed", err)
 	}
+}
+
+// TestWriteFileReplacesWhole writes onto the root's writable layer (over
+// the image's files too) and onto an ext4lite volume, which implement
+// renames and unlinks separately.
+func TestWriteFileReplacesWhole(t *testing.T) {
+	t.Run("root", func(t *testing.T) {
+		s := newSandbox(t, Config{})
+		testWriteFileReplacesWhole(t, s, "/work")
+		// A file of the image (the overlay's lower layer) is replaced too.
+		if err := s.WriteFile(context.Background(), "/etc/gvx-marker", []byte("replaced\n"), 0o600); err != nil {
+			t.Fatalf("WriteFile over the image's file: %v", err)
+		}
+		if got, err := s.ReadFile(context.Background(), "/etc/gvx-marker"); err != nil || string(got) != "replaced\n" {
+			t.Errorf("the image's file after WriteFile: %q %v", got, err)
+		}
+	})
+	t.Run("volume", func(t *testing.T) {
+		img := newTestVolume(t, volumeDir(t), 16<<20)
+		s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/work"}}})
+		testWriteFileReplacesWhole(t, s, "/work")
+
+		// A full volume: the old file stays, and the space of the
+		// partial one comes back.
+		ctx := context.Background()
+		_, err := s.WriteFileFrom(ctx, "/work/f", io.LimitReader(zeros{}, 32<<20), 0o644)
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("writing 32 MiB to a 16 MiB volume: %v, want ENOSPC", err)
+		}
+		checkFile(t, s, "/work/f", "via link\n", "644")
+		checkNoTemporaries(t, s, "/work")
+		if _, err := s.WriteFileFrom(ctx, "/work/g", io.LimitReader(zeros{}, 8<<20), 0o644); err != nil {
+			t.Errorf("8 MiB after the failed write: %v (its blocks were not freed)", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkImageClean(t, img)
+	})
+}
+
+func testWriteFileReplacesWhole(t *testing.T, s *Sandbox, work string) {
+	ctx := context.Background()
+	startIdle(t, s)
+	if err := s.MkdirAll(ctx, work); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFile(ctx, work+"/f", []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A source that fails midway leaves the old file, or none.
+	errSource := errors.New("the source broke")
+	failing := func() io.Reader {
+		return io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 300<<10)), iotest.ErrReader(errSource))
+	}
+	if n, err := s.WriteFileFrom(ctx, work+"/f", failing(), 0o644); !errors.Is(err, errSource) || n != 300<<10 {
+		t.Errorf("WriteFileFrom of a failing source: %d bytes, %v; want 300 KiB and its error", n, err)
+	}
+	checkFile(t, s, work+"/f", "old\n", "600")
+	if _, err := s.WriteFileFrom(ctx, work+"/absent", failing(), 0o644); !errors.Is(err, errSource) {
+		t.Errorf("WriteFileFrom of a failing source to a new file: %v", err)
+	}
+	if _, err := s.Stat(ctx, work+"/absent"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a failed write left %s: %v", work+"/absent", err)
+	}
+	checkNoTemporaries(t, s, work)
+
+	// A write that succeeds replaces the file: the new mode, and a hard
+	// link to the old file keeps the old content.
+	execAndWait(t, s, sh(`cd `+work+` && ln f hard`))
+	if err := s.WriteFile(ctx, work+"/f", []byte("new\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, s, work+"/f", "new\n", "640")
+	checkFile(t, s, work+"/hard", "old\n", "600")
+
+	// Symlinks are followed as open(2) follows them: a relative target
+	// from the directory the link is in, which a symlink reached here.
+	execAndWait(t, s, sh(`cd `+work+` && ln -s f link && ln -s made dangling && mkdir -p a/b && ln -s a/b ab && ln -s ../g a/b/rel && ln -s loop1 loop2 && ln -s loop2 loop1 && mkfifo fifo && mkdir dir`))
+	for name, content := range map[string]string{"link": "via link\n", "dangling": "made\n", "ab/rel": "relative\n"} {
+		if err := s.WriteFile(ctx, work+"/"+name, []byte(content), 0o644); err != nil {
+			t.Errorf("WriteFile %s: %v", name, err)
+		}
+	}
+	r := execAndWait(t, s, sh(`cd `+work+` && cat f made a/g && for l in link dangling a/b/rel; do readlink $l; done && ls g 2>&1`))
+	if want := "via link\nmade\nrelative\nf\nmade\n../g\nls: g: No such file or directory\n"; r.stdout != want {
+		t.Errorf("after writing through symlinks:\n%s\nwant:\n%s%s", r.stdout, want, r.stderr)
+	}
+
+	// What is not a regular file is refused, and stays.
+	for name, want := range map[string]string{
+		work + "/fifo":   "not a regular file",
+		"/dev/null":      "not a regular file",
+		work + "/dir":    "is a directory",
+		"/":              "is a directory",
+		work + "/loop1":  "too many levels of symbolic links",
+		work + "/f/x":    "not a directory",
+		"/no/such/dir/f": "no such file or directory",
+	} {
+		if err := s.WriteFile(ctx, name, []byte("x"), 0o644); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("WriteFile %s: %v, want an error saying %q", name, err, want)
+		}
+	}
+	if r := execAndWait(t, s, sh(`cd `+work+` && stat -c %F fifo dir && cat /dev/null`)); r.stdout != "fifo\ndirectory\n" {
+		t.Errorf("after the refused writes: %q %q", r.stdout, r.stderr)
+	}
+	checkNoTemporaries(t, s, work)
+}
+
+// checkFile checks a guest file's content and mode, as the guest sees them.
+func checkFile(t *testing.T, s *Sandbox, name, content, mode string) {
+	t.Helper()
+	r := execAndWait(t, s, sh(`cat `+name+` && stat -c %a `+name))
+	if got := r.stdout; got != content+mode+"\n" {
+		if len(got) > 64 {
+			got = fmt.Sprintf("%q… (%d bytes)", got[:64], len(got))
+		}
+		t.Errorf("%s holds %s %q, want %q and mode %s", name, got, r.stderr, content, mode)
+	}
+}
+
+// checkNoTemporaries checks that no write left its hidden file in dir.
+func checkNoTemporaries(t *testing.T, s *Sandbox, dir string) {
+	t.Helper()
+	if r := execAndWait(t, s, sh(`ls -A `+dir)); strings.Contains(r.stdout, ".gvx-") {
+		t.Errorf("%s holds a write's temporary file:\n%s", dir, r.stdout)
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

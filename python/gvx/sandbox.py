@@ -538,7 +538,14 @@ class Sandbox:
         return _ffi.take_bytes(data, length.value)
 
     def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644, *, make_parents: bool = False) -> None:
-        """Creates or replaces a file in the sandbox.
+        """Creates or replaces a file in the sandbox, whole or not at all.
+
+        The content goes to a hidden file beside ``path``, renamed over it once
+        all of it arrived: if the write fails (:class:`gvx.NoSpaceError`, say),
+        ``path`` keeps what it held, or stays absent (so replacing a file needs
+        room for both until the new one is complete). An existing file is
+        replaced by a new one with ``mode``: its mode, owner and other hard
+        links do not carry over. A symlink at ``path`` is followed.
 
         ``make_parents=True`` makes missing directories on the way (0755, owned
         by root), as ``mkdir -p`` would; without it a missing directory raises
@@ -555,11 +562,12 @@ class Sandbox:
         """Copies a host file or directory into the sandbox.
 
         A file lands at ``remote``, keeping its permission bits unless ``mode``
-        is given. A directory's *contents* land in the directory ``remote``
-        (created with its parents if missing), like ``rsync -a local/ remote/``
-        without deletions: files belong to root and keep their permission bits
-        and modification times, symlinks stay symlinks. The sandbox unpacks the
-        tree itself, so the image needs no ``tar``::
+        is given, whole or not at all as with :meth:`write_file`. A directory's
+        *contents* land in the directory ``remote`` (created with its parents
+        if missing), like ``rsync -a local/ remote/`` without deletions: files
+        belong to root and keep their permission bits and modification times,
+        symlinks stay symlinks. The sandbox unpacks the tree itself, so the
+        image needs no ``tar``::
 
             sb.upload("checkouts/django", "/workspace/django")
             sb.exec("cd /workspace/django && python -m pytest -x", check=True)

@@ -176,6 +176,26 @@ def test_a_full_sandbox_says_so_and_lives_on(tmp_path: Path) -> None:
         assert small.exec("echo alive").stdout == "alive\n"
 
 
+def test_a_failed_write_leaves_the_previous_file(tmp_path: Path) -> None:
+    with gvx.Sandbox(memory="64m") as small:
+        small.write_file("/tmp/task.txt", "previous\n", mode=0o600)
+        # The sandbox fills up midway through the content.
+        with pytest.raises(gvx.NoSpaceError):
+            small.write_file("/tmp/task.txt", os.urandom(48 << 20))
+        big = tmp_path / "big"
+        big.write_bytes(os.urandom(48 << 20))
+        with pytest.raises(gvx.NoSpaceError):
+            small.upload(big, "/tmp/task.txt")
+        # The host file fails to read: /proc/self/mem at offset 0, never mapped.
+        with pytest.raises(gvx.GvxError, match="input/output error"):
+            small.upload("/proc/self/mem", "/tmp/task.txt")
+        assert small.read_file("/tmp/task.txt") == b"previous\n"
+        # Nothing is left of the failed writes, not even their space: /tmp
+        # holds 32 MiB, which each of them filled.
+        assert small.exec("stat -c %a /tmp/task.txt; ls -A /tmp").stdout == "600\ntask.txt\n"
+        small.write_file("/tmp/task.txt", os.urandom(24 << 20))
+
+
 def test_100_threads_share_one_sandbox(sb: gvx.Sandbox) -> None:
     def one(i: int) -> str:
         return sb.exec(["sh", "-c", "echo $0", str(i)]).stdout
