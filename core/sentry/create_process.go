@@ -30,7 +30,9 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 	if err != nil {
 		return nil, err
 	}
-	st, err := newStdio(ctx, s.k, spec)
+	// Init is created before the kernel starts; its imported streams
+	// are the ones a snapshot re-binds on restore.
+	st, err := newStdio(ctx, s.k, spec, s.state == stateCreated)
 	if err != nil {
 		return nil, err
 	}

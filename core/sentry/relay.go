@@ -117,10 +117,21 @@ type inputRelay struct {
 	src  io.Reader
 	stop chan struct{}
 	once sync.Once
+	done chan struct{} // closed when run returns
 }
 
 func newInputRelay(ctx context.Context, w *vfs.FileDescription, src io.Reader) *inputRelay {
-	return &inputRelay{ctx: ctx, w: w, src: src, stop: make(chan struct{})}
+	return &inputRelay{ctx: ctx, w: w, src: src, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// finished reports whether run has returned.
+func (in *inputRelay) finished() bool {
+	select {
+	case <-in.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // run copies until the Reader ends, the guest closes its end, or abort. It
@@ -128,6 +139,7 @@ func newInputRelay(ctx context.Context, w *vfs.FileDescription, src io.Reader) *
 //
 // A Reader that blocks forever keeps run alive; it is not waited for.
 func (in *inputRelay) run() {
+	defer close(in.done)
 	defer in.w.DecRef(in.ctx)
 	if in.src == nil {
 		return

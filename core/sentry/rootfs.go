@@ -80,6 +80,9 @@ func mountImage(ctx context.Context, vfsObj *vfs.VirtualFilesystem, creds *auth.
 		GetFilesystemOptions: vfs.GetFilesystemOptions{
 			InternalMount: true,
 			Data:          fmt.Sprintf("ifd=%d", fd),
+			// The name a snapshot gives the image, so Restore can hand
+			// the restored filesystem a new descriptor of it.
+			InternalData: erofs.InternalFilesystemOptions{UniqueID: imageResourceID},
 		},
 	})
 	if err != nil {

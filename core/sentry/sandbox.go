@@ -51,6 +51,8 @@ type Sandbox struct {
 	closed   chan struct{}
 	closeErr error
 	oom      *oomKiller // nil without a memory limit
+	// image identifies the root image in snapshots.
+	image imageFingerprint
 
 	// killed is closed when Close starts killing the guest; relays stop
 	// waiting for output then.
@@ -87,6 +89,10 @@ func New(cfg Config) (*Sandbox, error) {
 	defer cu.Clean()
 	configureLog(cfg.LogWriter, cfg.Debug)
 
+	// The caller may close cfg.Image once New returns.
+	if s.image, err = fingerprintImage(cfg.Image); err != nil {
+		return nil, err
+	}
 	imageFD, err := dupFile(cfg.Image)
 	if err != nil {
 		return nil, fmt.Errorf("sentry: duplicating the image descriptor: %w", err)

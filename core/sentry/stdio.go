@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/cleanup"
@@ -23,11 +24,14 @@ type stdio struct {
 	tty     *host.TTYFileDescription
 	input   *inputRelay
 	outputs []*outputRelay
+	// imported are the guest descriptors (of 0, 1, 2) that are host
+	// files; a snapshot records init's, for Restore to re-bind.
+	imported []int
 }
 
 // newStdio builds the file descriptor table of a new process from spec's
 // streams. The relays are not running yet; see start.
-func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec) (*stdio, error) {
+func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec, isInit bool) (*stdio, error) {
 	if spec.TTY {
 		return newTTYStdio(ctx, k, spec)
 	}
@@ -69,7 +73,11 @@ func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec) (*stdio,
 			return nil, err
 		}
 	}
-	if _, err := fdimport.Import(ctx, st.fdTable, hostFDs, importOptions(spec, false)); err != nil {
+	for guestFD := range hostFDs {
+		st.imported = append(st.imported, guestFD)
+	}
+	sort.Ints(st.imported)
+	if _, err := fdimport.Import(ctx, st.fdTable, hostFDs, importOptions(spec, false, isInit)); err != nil {
 		return nil, fmt.Errorf("sentry: importing host stdio: %w", err)
 	}
 	cu.Release()
@@ -95,7 +103,7 @@ func newTTYStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec) (*std
 		}
 	}
 	st := &stdio{fdTable: k.NewFDTable()}
-	tty, err := fdimport.Import(ctx, st.fdTable, hostFDs, importOptions(spec, true))
+	tty, err := fdimport.Import(ctx, st.fdTable, hostFDs, importOptions(spec, true, false))
 	if err != nil {
 		st.release(ctx)
 		return nil, fmt.Errorf("sentry: importing the host terminal: %w", err)
@@ -104,8 +112,12 @@ func newTTYStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec) (*std
 	return st, nil
 }
 
-func importOptions(spec *ProcessSpec, console bool) fdimport.ImportOptions {
-	return fdimport.ImportOptions{
+// importOptions is how a process's host streams are imported.
+//
+// Init's streams are restorable: a snapshot names them, and Restore binds
+// the restored init to the new process's streams (see Checkpoint).
+func importOptions(spec *ProcessSpec, console, isInit bool) fdimport.ImportOptions {
+	opts := fdimport.ImportOptions{
 		Console: console,
 		// Imported descriptors appear owned by the guest user, as a
 		// terminal or pipe handed to a container is.
@@ -113,6 +125,11 @@ func importOptions(spec *ProcessSpec, console bool) fdimport.ImportOptions {
 		GID:         auth.KGID(spec.GID),
 		SupportTTYs: true,
 	}
+	if isInit {
+		opts.ContainerName = initStdioContainer
+		opts.Restorable = true
+	}
+	return opts
 }
 
 // isRegular reports whether f is a regular file. Those are relayed rather

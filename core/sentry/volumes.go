@@ -71,7 +71,7 @@ func openVolumes(vols []Volume) ([]*ext4fs.Volume, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sentry: opening volume %s for %s (is it an ext4 image? check it with `rungv volume check %s`): %w", v.name(), v.Target, v.name(), err)
 		}
-		opened = append(opened, ext4fs.NewVolume(fs, v.ReadOnly))
+		opened = append(opened, ext4fs.NewVolume(fs, v.ReadOnly, v.Target))
 	}
 	cu.Release()
 	return opened, nil

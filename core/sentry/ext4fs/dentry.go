@@ -2,8 +2,8 @@ package ext4fs
 
 import (
 	"container/list"
+	"gvisor.dev/gvisor/pkg/atomicbitops"
 	"sync"
-	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/context"
@@ -18,10 +18,12 @@ import (
 // marks a destroyed dentry. A count goes from zero to one only with fs.mu
 // held (lookups), and eviction holds fs.mu exclusively, so the two never
 // race.
+//
+// +stateify savable
 type dentry struct {
 	vfsd vfs.Dentry
 
-	refs atomic.Int64
+	refs atomicbitops.Int64
 
 	fs    *filesystem
 	inode *inode // immutable
@@ -36,18 +38,18 @@ type dentry struct {
 	// rename over it) or for an unnamed O_TMPFILE file. A removed dentry
 	// is in no parent's children and is destroyed with its last
 	// reference.
-	removed atomic.Bool
+	removed atomicbitops.Bool
 
 	// tmpfile marks the dentry of an O_TMPFILE file. Immutable.
 	tmpfile bool
 
 	// childMu protects children: a directory's dentries by name.
-	childMu  sync.Mutex
+	childMu  sync.Mutex `state:"nosave"`
 	children map[string]*dentry
 
 	// lruElem is the dentry's element in fs.lru, or nil. Protected by
 	// fs.cacheMu.
-	lruElem *list.Element
+	lruElem *list.Element `state:"nosave"`
 }
 
 var _ vfs.DentryImpl = (*dentry)(nil)

@@ -14,11 +14,13 @@ import (
 // directoryFD implements vfs.FileDescriptionImpl for directories. Its
 // offsets are ext4lite's directory offsets, which stay valid while the
 // directory changes.
+//
+// +stateify savable
 type directoryFD struct {
 	fileDescription
 	vfs.DirectoryFileDescriptionDefaultImpl
 
-	mu  sync.Mutex
+	mu  sync.Mutex `state:"nosave"`
 	off int64
 }
 

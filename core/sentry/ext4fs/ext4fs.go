@@ -55,12 +55,21 @@ func (fstype FilesystemType) GetFilesystem(ctx context.Context, vfsObj *vfs.Virt
 }
 
 // filesystem implements vfs.FilesystemImpl.
+//
+// In a snapshot, the filesystem keeps its dentries and inodes and the
+// pages it caches, but not the image: CompleteRestore re-binds it to the
+// Volume the restoring loader opened under the same key (see
+// save_restore.go).
+//
+// +stateify savable
 type filesystem struct {
 	vfsfs vfs.Filesystem
 
-	vol       *Volume
-	fs        *ext4lite.FS
-	mf        *pgalloc.MemoryFile
+	// volKey names the volume in a snapshot.
+	volKey    string
+	vol       *Volume             `state:"nosave"`
+	fs        *ext4lite.FS        `state:"nosave"`
+	mf        *pgalloc.MemoryFile `state:"nosave"`
 	devMinor  uint32
 	blockSize int64
 	mopts     string
@@ -72,26 +81,28 @@ type filesystem struct {
 
 	// mu protects the shape of the dentry tree (see the package
 	// documentation).
-	mu sync.RWMutex
+	mu sync.RWMutex `state:"nosave"`
 
 	// ancestryMu additionally protects dentry.parent and dentry.name, so
 	// that PrependPath and IsDescendant need not take mu.
-	ancestryMu sync.RWMutex
+	ancestryMu sync.RWMutex `state:"nosave"`
 
-	inodesMu sync.Mutex
+	inodesMu sync.Mutex `state:"nosave"`
 	inodes   map[ext4lite.Ino]*inode
 
-	// cacheMu protects lru and dentry.lruElem.
-	cacheMu sync.Mutex
-	lru     list.List
-	lruLen  atomic.Int64
+	// cacheMu protects lru and dentry.lruElem. A restored filesystem
+	// starts with an empty LRU: its unused dentries stay cached and
+	// rejoin the LRU when next used and released.
+	cacheMu sync.Mutex   `state:"nosave"`
+	lru     list.List    `state:"nosave"`
+	lruLen  atomic.Int64 `state:"nosave"`
 
 	// endpointsMu protects endpoints: the unix sockets bound to socket
 	// files, by inode. They live in memory only, as on Linux.
-	endpointsMu sync.Mutex
+	endpointsMu sync.Mutex `state:"nosave"`
 	endpoints   map[ext4lite.Ino]transport.BoundEndpoint
 
-	released atomic.Bool
+	released atomic.Bool `state:"nosave"`
 }
 
 var _ vfs.FilesystemImpl = (*filesystem)(nil)
@@ -110,6 +121,7 @@ func newFilesystem(ctx context.Context, vfsObj *vfs.VirtualFilesystem, fstype Fi
 		return nil, err
 	}
 	fs := &filesystem{
+		volKey:    v.restoreKey,
 		vol:       v,
 		fs:        v.fs,
 		mf:        mf,

@@ -8,6 +8,8 @@ import (
 )
 
 // fileDescription is embedded by this package's vfs.FileDescriptionImpls.
+//
+// +stateify savable
 type fileDescription struct {
 	vfsfd vfs.FileDescription
 	vfs.FileDescriptionDefaultImpl

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/abi/linux"
+	"gvisor.dev/gvisor/pkg/atomicbitops"
 	"gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
 	"gvisor.dev/gvisor/pkg/log"
@@ -19,12 +20,14 @@ import (
 
 // inode is the in-memory state of an ext4 inode that a dentry refers to.
 // Hard links share one inode.
+//
+// +stateify savable
 type inode struct {
 	fs  *filesystem
 	ino ext4lite.Ino
 	// ftype is the S_IFMT bits; rdev the device number of device files.
 	ftype uint32
-	rdev  ext4lite.Dev
+	rdev  ext4lite.Dev `state:".(uint64)"`
 
 	// refs counts the dentries referring to the inode. pinned says the
 	// inode holds an ext4lite reference (IncRef), so that it outlives its
@@ -38,15 +41,17 @@ type inode struct {
 
 	// mode, uid and gid cache the inode's attributes; this package is the
 	// filesystem's only writer. Changes hold attrMu.
-	attrMu sync.Mutex
-	mode   atomic.Uint32
-	uid    atomic.Uint32
-	gid    atomic.Uint32
+	attrMu sync.Mutex `state:"nosave"`
+	mode   atomicbitops.Uint32
+	uid    atomicbitops.Uint32
+	gid    atomicbitops.Uint32
 
-	acls aclCache
+	// acls and target are caches of what is on disk; a restored inode
+	// reads them again.
+	acls aclCache `state:"nosave"`
 
 	// target caches a symbolic link's target once read.
-	target atomic.Pointer[string]
+	target atomic.Pointer[string] `state:"nosave"`
 
 	locks   vfs.FileLocks
 	watches vfs.Watches
@@ -56,22 +61,23 @@ type inode struct {
 
 	// Regular files only. size is the file size; it changes with ioMu
 	// and dataMu held, so either suffices to read it stably.
-	ioMu sync.RWMutex
-	size atomic.Int64
+	ioMu sync.RWMutex `state:"nosave"`
+	size atomicbitops.Int64
 
 	// mapsMu protects mappings.
-	mapsMu   sync.Mutex
+	mapsMu   sync.Mutex `state:"nosave"`
 	mappings memmap.MappingSet
 
 	// dataMu protects cache and dirty: the pages of the file held in the
 	// memory file while it is mapped, and which of them are newer than
 	// the image.
-	dataMu sync.Mutex
+	dataMu sync.Mutex `state:"nosave"`
 	cache  fsutil.FileRangeSet
 	dirty  fsutil.DirtySet
 	// wbErr is the first writeback error since the last fsync, reported
-	// (and cleared) by fsync, as Linux reports writeback errors.
-	wbErr error
+	// (and cleared) by fsync, as Linux reports writeback errors. A
+	// checkpoint writes everything back first, so it is nil in one.
+	wbErr error `state:"nosave"`
 }
 
 // getInode returns the inode for ino with a new reference.

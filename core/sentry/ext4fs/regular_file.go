@@ -12,10 +12,12 @@ import (
 )
 
 // regularFileFD implements vfs.FileDescriptionImpl for regular files.
+//
+// +stateify savable
 type regularFileFD struct {
 	fileDescription
 
-	offMu sync.Mutex
+	offMu sync.Mutex `state:"nosave"`
 	off   int64
 }
 

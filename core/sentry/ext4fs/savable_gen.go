@@ -9,6 +9,78 @@ import (
 )
 
 // StateTypeName implements state.Type.StateTypeName.
+func (xD *dentry) StateTypeName() string { return "z.gfire.dev/gvx/core/sentry/ext4fs.dentry" }
+
+// StateFields implements state.Type.StateFields.
+func (xD *dentry) StateFields() []string {
+	return []string{
+		"vfsd",
+		"refs",
+		"fs",
+		"inode",
+		"parent",
+		"name",
+		"removed",
+		"tmpfile",
+		"children",
+	}
+}
+
+// StateSave implements state.SaverLoader.StateSave.
+func (xD *dentry) StateSave(sink savestate.Sink) {
+	sink.Save(0, &xD.vfsd)
+	sink.Save(1, &xD.refs)
+	sink.Save(2, &xD.fs)
+	sink.Save(3, &xD.inode)
+	sink.Save(4, &xD.parent)
+	sink.Save(5, &xD.name)
+	sink.Save(6, &xD.removed)
+	sink.Save(7, &xD.tmpfile)
+	sink.Save(8, &xD.children)
+}
+
+// StateLoad implements state.SaverLoader.StateLoad.
+func (xD *dentry) StateLoad(_ context.Context, source savestate.Source) {
+	source.Load(0, &xD.vfsd)
+	source.Load(1, &xD.refs)
+	source.Load(2, &xD.fs)
+	source.Load(3, &xD.inode)
+	source.Load(4, &xD.parent)
+	source.Load(5, &xD.name)
+	source.Load(6, &xD.removed)
+	source.Load(7, &xD.tmpfile)
+	source.Load(8, &xD.children)
+}
+
+// StateTypeName implements state.Type.StateTypeName.
+func (xD *directoryFD) StateTypeName() string {
+	return "z.gfire.dev/gvx/core/sentry/ext4fs.directoryFD"
+}
+
+// StateFields implements state.Type.StateFields.
+func (xD *directoryFD) StateFields() []string {
+	return []string{
+		"fileDescription",
+		"DirectoryFileDescriptionDefaultImpl",
+		"off",
+	}
+}
+
+// StateSave implements state.SaverLoader.StateSave.
+func (xD *directoryFD) StateSave(sink savestate.Sink) {
+	sink.Save(0, &xD.fileDescription)
+	sink.Save(1, &xD.DirectoryFileDescriptionDefaultImpl)
+	sink.Save(2, &xD.off)
+}
+
+// StateLoad implements state.SaverLoader.StateLoad.
+func (xD *directoryFD) StateLoad(_ context.Context, source savestate.Source) {
+	source.Load(0, &xD.fileDescription)
+	source.Load(1, &xD.DirectoryFileDescriptionDefaultImpl)
+	source.Load(2, &xD.off)
+}
+
+// StateTypeName implements state.Type.StateTypeName.
 func (xF *FilesystemType) StateTypeName() string {
 	return "z.gfire.dev/gvx/core/sentry/ext4fs.FilesystemType"
 }
@@ -26,6 +98,178 @@ func (xF *FilesystemType) StateSave(sink savestate.Sink) {
 func (xF *FilesystemType) StateLoad(_ context.Context, source savestate.Source) {
 }
 
+// StateTypeName implements state.Type.StateTypeName.
+func (xF *filesystem) StateTypeName() string { return "z.gfire.dev/gvx/core/sentry/ext4fs.filesystem" }
+
+// StateFields implements state.Type.StateFields.
+func (xF *filesystem) StateFields() []string {
+	return []string{
+		"vfsfs",
+		"volKey",
+		"devMinor",
+		"blockSize",
+		"mopts",
+		"rootNS",
+		"root",
+		"inodes",
+		"endpoints",
+	}
+}
+
+// StateSave implements state.SaverLoader.StateSave.
+func (xF *filesystem) StateSave(sink savestate.Sink) {
+	sink.Save(0, &xF.vfsfs)
+	sink.Save(1, &xF.volKey)
+	sink.Save(2, &xF.devMinor)
+	sink.Save(3, &xF.blockSize)
+	sink.Save(4, &xF.mopts)
+	sink.Save(5, &xF.rootNS)
+	sink.Save(6, &xF.root)
+	sink.Save(7, &xF.inodes)
+	sink.Save(8, &xF.endpoints)
+}
+
+// StateLoad implements state.SaverLoader.StateLoad.
+func (xF *filesystem) StateLoad(_ context.Context, source savestate.Source) {
+	source.Load(0, &xF.vfsfs)
+	source.Load(1, &xF.volKey)
+	source.Load(2, &xF.devMinor)
+	source.Load(3, &xF.blockSize)
+	source.Load(4, &xF.mopts)
+	source.Load(5, &xF.rootNS)
+	source.Load(6, &xF.root)
+	source.Load(7, &xF.inodes)
+	source.Load(8, &xF.endpoints)
+}
+
+// StateTypeName implements state.Type.StateTypeName.
+func (xF *fileDescription) StateTypeName() string {
+	return "z.gfire.dev/gvx/core/sentry/ext4fs.fileDescription"
+}
+
+// StateFields implements state.Type.StateFields.
+func (xF *fileDescription) StateFields() []string {
+	return []string{
+		"vfsfd",
+		"FileDescriptionDefaultImpl",
+		"LockFD",
+	}
+}
+
+// StateSave implements state.SaverLoader.StateSave.
+func (xF *fileDescription) StateSave(sink savestate.Sink) {
+	sink.Save(0, &xF.vfsfd)
+	sink.Save(1, &xF.FileDescriptionDefaultImpl)
+	sink.Save(2, &xF.LockFD)
+}
+
+// StateLoad implements state.SaverLoader.StateLoad.
+func (xF *fileDescription) StateLoad(_ context.Context, source savestate.Source) {
+	source.Load(0, &xF.vfsfd)
+	source.Load(1, &xF.FileDescriptionDefaultImpl)
+	source.Load(2, &xF.LockFD)
+}
+
+// StateTypeName implements state.Type.StateTypeName.
+func (xI *inode) StateTypeName() string { return "z.gfire.dev/gvx/core/sentry/ext4fs.inode" }
+
+// StateFields implements state.Type.StateFields.
+func (xI *inode) StateFields() []string {
+	return []string{
+		"fs",
+		"ino",
+		"ftype",
+		"rdev",
+		"refs",
+		"pinned",
+		"noLink",
+		"mode",
+		"uid",
+		"gid",
+		"locks",
+		"watches",
+		"pipe",
+		"size",
+		"mappings",
+		"cache",
+		"dirty",
+	}
+}
+
+// StateSave implements state.SaverLoader.StateSave.
+func (xI *inode) StateSave(sink savestate.Sink) {
+	sink.Save(0, &xI.fs)
+	sink.Save(1, &xI.ino)
+	sink.Save(2, &xI.ftype)
+	var rdevValue uint64 = xI.saveRdev()
+	sink.SaveValue(3, rdevValue)
+	sink.Save(4, &xI.refs)
+	sink.Save(5, &xI.pinned)
+	sink.Save(6, &xI.noLink)
+	sink.Save(7, &xI.mode)
+	sink.Save(8, &xI.uid)
+	sink.Save(9, &xI.gid)
+	sink.Save(10, &xI.locks)
+	sink.Save(11, &xI.watches)
+	sink.Save(12, &xI.pipe)
+	sink.Save(13, &xI.size)
+	sink.Save(14, &xI.mappings)
+	sink.Save(15, &xI.cache)
+	sink.Save(16, &xI.dirty)
+}
+
+// StateLoad implements state.SaverLoader.StateLoad.
+func (xI *inode) StateLoad(ctx context.Context, source savestate.Source) {
+	source.Load(0, &xI.fs)
+	source.Load(1, &xI.ino)
+	source.Load(2, &xI.ftype)
+	source.LoadValue(3, new(uint64), func(y any) { xI.loadRdev(ctx, y.(uint64)) })
+	source.Load(4, &xI.refs)
+	source.Load(5, &xI.pinned)
+	source.Load(6, &xI.noLink)
+	source.Load(7, &xI.mode)
+	source.Load(8, &xI.uid)
+	source.Load(9, &xI.gid)
+	source.Load(10, &xI.locks)
+	source.Load(11, &xI.watches)
+	source.Load(12, &xI.pipe)
+	source.Load(13, &xI.size)
+	source.Load(14, &xI.mappings)
+	source.Load(15, &xI.cache)
+	source.Load(16, &xI.dirty)
+}
+
+// StateTypeName implements state.Type.StateTypeName.
+func (xR *regularFileFD) StateTypeName() string {
+	return "z.gfire.dev/gvx/core/sentry/ext4fs.regularFileFD"
+}
+
+// StateFields implements state.Type.StateFields.
+func (xR *regularFileFD) StateFields() []string {
+	return []string{
+		"fileDescription",
+		"off",
+	}
+}
+
+// StateSave implements state.SaverLoader.StateSave.
+func (xR *regularFileFD) StateSave(sink savestate.Sink) {
+	sink.Save(0, &xR.fileDescription)
+	sink.Save(1, &xR.off)
+}
+
+// StateLoad implements state.SaverLoader.StateLoad.
+func (xR *regularFileFD) StateLoad(_ context.Context, source savestate.Source) {
+	source.Load(0, &xR.fileDescription)
+	source.Load(1, &xR.off)
+}
+
 func init() {
+	savestate.Register((*dentry)(nil))
+	savestate.Register((*directoryFD)(nil))
 	savestate.Register((*FilesystemType)(nil))
+	savestate.Register((*filesystem)(nil))
+	savestate.Register((*fileDescription)(nil))
+	savestate.Register((*inode)(nil))
+	savestate.Register((*regularFileFD)(nil))
 }

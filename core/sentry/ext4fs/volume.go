@@ -20,6 +20,8 @@ import (
 type Volume struct {
 	fs       *ext4lite.FS
 	readOnly bool
+	// restoreKey names the volume in snapshots; see CtxRestoreVolumes.
+	restoreKey string
 
 	mu     sync.Mutex
 	live   *filesystem // the filesystem serving the volume, or nil
@@ -29,8 +31,19 @@ type Volume struct {
 
 // NewVolume wraps fs, which the Volume owns from now on. readOnly must be
 // true if fs was opened read-only; mount the volume read-only then.
-func NewVolume(fs *ext4lite.FS, readOnly bool) *Volume {
-	return &Volume{fs: fs, readOnly: readOnly}
+// restoreKey names the volume in snapshots (the loader uses its mount
+// point): a restored sandbox's filesystem is re-bound to the Volume given
+// under the same key.
+func NewVolume(fs *ext4lite.FS, readOnly bool, restoreKey string) *Volume {
+	return &Volume{fs: fs, readOnly: readOnly, restoreKey: restoreKey}
+}
+
+// Mounted reports whether a filesystem serves the volume: it was mounted,
+// or a restored snapshot's filesystem was bound to it.
+func (v *Volume) Mounted() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.live != nil
 }
 
 // ReadOnly reports whether the volume was opened read-only.

@@ -1,0 +1,493 @@
+package sentry
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"gvisor.dev/gvisor/pkg/abi/linux"
+	"gvisor.dev/gvisor/pkg/cleanup"
+	gcontext "gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/log"
+	"gvisor.dev/gvisor/pkg/sentry/checkpoint"
+	"gvisor.dev/gvisor/pkg/sentry/fsimpl/host"
+	"gvisor.dev/gvisor/pkg/sentry/inet"
+	"gvisor.dev/gvisor/pkg/sentry/kernel"
+	"gvisor.dev/gvisor/pkg/sentry/pgalloc"
+	"gvisor.dev/gvisor/pkg/sentry/socket/netstack"
+	sentrytime "gvisor.dev/gvisor/pkg/sentry/time"
+	"gvisor.dev/gvisor/pkg/sentry/vfs"
+	"gvisor.dev/gvisor/pkg/tcpip/nftables"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/sentry/ext4fs"
+)
+
+// A snapshot is a running sandbox written down: its kernel, every guest
+// process with its memory, and the writable layer of its root filesystem.
+// Restore makes a running sandbox of it again, in a new process, in the
+// time it takes to read it instead of the time its programs took to start
+// (a ready dockerd: its iptables set-up alone is a second here).
+//
+// The stream is a header, then gVisor's state encoding of the kernel and
+// its memory:
+//
+//	"GVXSNAP\n"  8 bytes
+//	length       uint32, big-endian
+//	metadata     JSON (snapshotMeta), length bytes
+//	kernel       kernel.Kernel.SaveTo's stream
+
+// snapshotMagic opens every snapshot.
+const snapshotMagic = "GVXSNAP\n"
+
+// snapshotVersion changes when a snapshot of one gvx cannot be restored
+// by another. gVisor's encoding is tied to the exact gVisor version, so
+// the metadata also records that (through the build's module version).
+const snapshotVersion = 1
+
+// maxSnapshotMeta bounds the metadata read before it is trusted.
+const maxSnapshotMeta = 1 << 20
+
+// snapshotMeta is what Restore checks before it decodes the kernel.
+type snapshotMeta struct {
+	Version int `json:"version"`
+	// Image fingerprints the root filesystem image: a snapshot refers to
+	// the image's blocks and restores only onto the same image.
+	Image imageFingerprint `json:"image"`
+	// NFTables is process-wide in gVisor and must be set before the
+	// kernel is decoded.
+	NFTables bool `json:"nftables"`
+	// InitStreams are init's standard descriptors that are host files,
+	// which Restore binds to the new process's streams.
+	InitStreams []int `json:"init_streams,omitempty"`
+}
+
+// imageFingerprint identifies an EROFS image cheaply: its size and a hash
+// of its first blocks, which hold the superblock (with the build's time
+// and the root's inode) and the start of the metadata.
+type imageFingerprint struct {
+	Size   int64  `json:"size"`
+	Sha256 string `json:"sha256_head"`
+}
+
+// fingerprintLength is how much of the image the fingerprint hashes.
+const fingerprintLength = 64 << 10
+
+func fingerprintImage(f *os.File) (imageFingerprint, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return imageFingerprint{}, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, fingerprintLength)); err != nil {
+		return imageFingerprint{}, fmt.Errorf("sentry: reading the image: %w", err)
+	}
+	return imageFingerprint{Size: st.Size(), Sha256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// Errors of Checkpoint and Restore.
+var (
+	// ErrNotSnapshot is returned by Restore for a stream that is not a
+	// snapshot of this gvx.
+	ErrNotSnapshot = errors.New("sentry: not a gvx sandbox snapshot")
+	// ErrSnapshotImage is returned by Restore when Config.Image is not
+	// the image the snapshot was taken on.
+	ErrSnapshotImage = errors.New("sentry: the snapshot was taken on another root image; restore it with the image it was taken with")
+)
+
+// initStdioContainer names init's standard streams in a snapshot: Restore
+// gives the restored init the new process's streams under the same names.
+const initStdioContainer = "init"
+
+// imageResourceID names the root image in a snapshot.
+var imageResourceID = checkpoint.ResourceID{ContainerName: initStdioContainer, Path: "image:root"}
+
+// CheckpointOptions controls Checkpoint.
+type CheckpointOptions struct {
+	// Stop closes the sandbox once the snapshot is written, without
+	// letting the guest run again, so the volumes' images keep exactly
+	// the state the snapshot refers to. A sandbox with volumes must be
+	// stopped; without Stop the guest runs on after the snapshot.
+	Stop bool
+}
+
+// Checkpoint writes a snapshot of the running sandbox to w. The guest is
+// paused while it is written. Each volume's image is then the snapshot's
+// other half: Restore needs it (or a clone) in the state Checkpoint left
+// it, which is why a sandbox with volumes must be stopped (opts.Stop).
+//
+// What a snapshot cannot hold is refused with an error that names it:
+// processes started with Exec that are still running (their output goes
+// to callers that a restored sandbox will not have), an init whose
+// standard streams are relayed to a regular file or an in-process writer
+// or are a terminal (Restore hands init the new process's streams, which
+// works for pipes, sockets and /dev/null), and a file on a volume that was
+// deleted while open.
+func (s *Sandbox) Checkpoint(w io.Writer, opts CheckpointOptions) error {
+	if err := s.checkpoint(w, opts); err != nil {
+		return err
+	}
+	if opts.Stop {
+		return s.Close()
+	}
+	return nil
+}
+
+func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.release()
+	s.mu.Lock()
+	err := s.checkpointableLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if len(s.volumes) > 0 && !opts.Stop {
+		return fmt.Errorf("sentry: a sandbox with volumes is checkpointed with Stop, so their images keep the snapshot's state; the guest cannot run on")
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	meta := snapshotMeta{Version: snapshotVersion, Image: s.image, NFTables: s.cfg.NFTables, InitStreams: s.init.stdio.imported}
+	if err := writeSnapshotHeader(bw, meta); err != nil {
+		return err
+	}
+	ctx := s.k.SupervisorContext()
+	// Every task stops at its next boundary, and the platform hands over
+	// the registers it holds, before the kernel is encoded.
+	s.k.Pause()
+	s.k.ReceiveTaskStates()
+	err = s.k.SaveTo(ctx, nopCloser{bw}, nil, nil, false /* appMFExcludeCommittedZeroPages */, !opts.Stop /* resume */)
+	if opts.Stop && err == nil {
+		// Killed while paused, no task returns to the guest: the
+		// volumes stay as the snapshot saw them until Close flushes
+		// and closes them.
+		s.k.Kill(linux.WaitStatusTerminationSignal(linux.SIGKILL))
+	} else {
+		s.k.BeforeResume(ctx)
+	}
+	s.k.Unpause()
+	if err != nil {
+		return fmt.Errorf("sentry: saving the kernel: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("sentry: writing the snapshot: %w", err)
+	}
+	return nil
+}
+
+// checkpointableLocked reports what keeps s from being saved.
+//
+// Preconditions: s.mu is held.
+func (s *Sandbox) checkpointableLocked() error {
+	switch s.state {
+	case stateCreated:
+		return ErrNotStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	select {
+	case <-s.init.exited:
+		return ErrStopped
+	default:
+	}
+	running := 0
+	for p := range s.procs {
+		if p == s.init {
+			continue
+		}
+		select {
+		case <-p.done:
+		default:
+			running++
+		}
+	}
+	if running > 0 {
+		return fmt.Errorf("sentry: %d exec'd processes are still running; wait for them or kill them before a checkpoint", running)
+	}
+	if st := s.init.stdio; st.tty != nil || len(st.outputs) > 0 || (st.input != nil && st.input.src != nil && !st.input.finished()) {
+		return fmt.Errorf("sentry: init's standard streams are a terminal or are relayed to a regular file or an in-process reader or writer; a sandbox to checkpoint needs an init whose streams are pipes, sockets or /dev/null")
+	}
+	return nil
+}
+
+func writeSnapshotHeader(w io.Writer, meta snapshotMeta) error {
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	hdr := make([]byte, 0, len(snapshotMagic)+4+len(b))
+	hdr = append(hdr, snapshotMagic...)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(b)))
+	hdr = append(hdr, b...)
+	if _, err := w.Write(hdr); err != nil {
+		return fmt.Errorf("sentry: writing the snapshot: %w", err)
+	}
+	return nil
+}
+
+func readSnapshotHeader(r io.Reader) (snapshotMeta, error) {
+	var fixed [len(snapshotMagic) + 4]byte
+	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+		return snapshotMeta{}, fmt.Errorf("%w: %v", ErrNotSnapshot, err)
+	}
+	if string(fixed[:len(snapshotMagic)]) != snapshotMagic {
+		return snapshotMeta{}, fmt.Errorf("%w: it does not start with %q", ErrNotSnapshot, snapshotMagic)
+	}
+	n := binary.BigEndian.Uint32(fixed[len(snapshotMagic):])
+	if n > maxSnapshotMeta {
+		return snapshotMeta{}, fmt.Errorf("%w: its metadata claims %d bytes", ErrNotSnapshot, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return snapshotMeta{}, fmt.Errorf("%w: %v", ErrNotSnapshot, err)
+	}
+	var meta snapshotMeta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return snapshotMeta{}, fmt.Errorf("%w: bad metadata: %v", ErrNotSnapshot, err)
+	}
+	if meta.Version != snapshotVersion {
+		return snapshotMeta{}, fmt.Errorf("%w: it has format %d; this gvx reads format %d, so take the snapshot again with this gvx", ErrNotSnapshot, meta.Version, snapshotVersion)
+	}
+	return meta, nil
+}
+
+// RestoreStdio is the restored init's standard streams. A nil stream is
+// /dev/null.
+type RestoreStdio struct {
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Restore creates a running sandbox from the snapshot in r, taken by
+// Checkpoint on the same root image (cfg.Image) with the same build of
+// gvx. The guest continues where it was saved; its init's standard
+// streams become streams'. Processes that were exec'd are not in a
+// snapshot (Checkpoint refuses them).
+//
+// From cfg, Restore uses what belongs to the host process: Image,
+// Platform, CPUSet, NoSpinning, MemoryLimit, PidsLimit, ConfigureNetwork
+// (the root network stack's interfaces are re-created, as at boot), the
+// lockdown and the log. What belongs to the kernel (hostname, CPUs,
+// NetRaw, AllowSUID, mounts, nftables) is the snapshot's.
+func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	meta, err := readSnapshotHeader(br)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fingerprintImage(cfg.Image)
+	if err != nil {
+		return nil, err
+	}
+	if fp != meta.Image {
+		return nil, ErrSnapshotImage
+	}
+	cfg.NFTables = meta.NFTables
+	if err := initGlobal(); err != nil {
+		return nil, err
+	}
+	s := &Sandbox{image: fp, cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
+	if err := claimProcess(s); err != nil {
+		return nil, err
+	}
+	cu := cleanup.Make(func() { releaseProcess(s) })
+	defer cu.Clean()
+	configureLog(cfg.LogWriter, cfg.Debug)
+
+	// The descriptors the snapshot's host files are re-bound to: the
+	// image and init's streams that were host files. Once the kernel is
+	// being decoded they are its own (the image's is wrapped in an
+	// os.File with a finalizer), even if decoding fails; before that,
+	// they are closed here.
+	fdmap := make(map[checkpoint.ResourceID]int)
+	fdsTaken := false
+	defer func() {
+		if fdsTaken {
+			return
+		}
+		for _, fd := range fdmap {
+			unix.Close(fd)
+		}
+	}()
+	if fdmap[imageResourceID], err = dupFile(cfg.Image); err != nil {
+		return nil, fmt.Errorf("sentry: duplicating the image descriptor: %w", err)
+	}
+	given := []*os.File{streams.Stdin, streams.Stdout, streams.Stderr}
+	for _, i := range meta.InitStreams {
+		if i < 0 || i >= len(given) {
+			return nil, fmt.Errorf("%w: init stream %d", ErrNotSnapshot, i)
+		}
+		fd, err := stdioFD(given[i], i)
+		if err != nil {
+			return nil, err
+		}
+		fdmap[host.MakeResourceID(initStdioContainer, i)] = fd
+	}
+
+	// The volumes the snapshot's filesystems are re-bound to, by mount
+	// point; each must be the image Checkpoint left (or a clone of it).
+	if s.volumes, err = openVolumes(cfg.Volumes); err != nil {
+		return nil, err
+	}
+	cu.Add(func() { closeVolumes(gcontext.Background(), s.volumes) })
+	restoreVolumes := make(map[string]*ext4fs.Volume, len(s.volumes))
+	for i, v := range s.volumes {
+		restoreVolumes[cfg.Volumes[i].Target] = v
+	}
+
+	if len(cfg.CPUSet) > 0 {
+		if err := pinToCPUs(cfg.CPUSet); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.DisableLockdown {
+		if err := lockdown.DropPrivileges(); err != nil {
+			return nil, err
+		}
+	}
+	plat, err := newPlatform(cfg.Platform, cfg.CPUs, cfg.NoSpinning)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.DisableLockdown {
+		opts := cfg.Lockdown
+		opts.Platform = plat.SeccompInfo()
+		if s.filter, err = lockdown.Prepare(opts); err != nil {
+			return nil, err
+		}
+	}
+	mf, err := newMemoryFile()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NFTables {
+		nftables.EnableNFTables()
+	}
+	setMemoryTotals(cfg.MemoryLimit)
+	k := &kernel.Kernel{Platform: plat}
+	k.SetMemoryFile(mf)
+	s.k = k
+
+	ctx := gcontext.WithValues(k.SupervisorContext(), map[any]any{
+		vfs.CtxRestoreFilesystemFDMap: fdmap,
+		pgalloc.CtxMemoryFileMap:      make(map[checkpoint.ResourceID]*pgalloc.MemoryFile),
+		ext4fs.CtxRestoreVolumes:      restoreVolumes,
+	})
+	netArgs := restoreNetwork{configure: cfg.ConfigureNetwork}
+	clocks := sentrytime.NewCalibratedClocks(false /* monotonicRawEnabled */)
+	fdsTaken = true
+	if err := k.LoadFrom(ctx, br, nil, nil, netArgs, clocks, &vfs.CompleteRestoreOptions{}, nil); err != nil {
+		return nil, restoreError(err)
+	}
+	cu.Add(k.Release)
+	for i, v := range s.volumes {
+		if !v.Mounted() {
+			return nil, fmt.Errorf("sentry: the snapshot has no volume at %s; restore with the volumes it was taken with", cfg.Volumes[i].Target)
+		}
+	}
+	if err := prepareAddressSpaces(cfg.Platform, plat, bootAddressSpaces); err != nil {
+		return nil, err
+	}
+	if cfg.MemoryLimit > 0 {
+		if err := capMemoryFile(k.MemoryFile(), cfg.MemoryLimit); err != nil {
+			return nil, err
+		}
+	}
+	init := k.GlobalInit()
+	if init == nil {
+		return nil, fmt.Errorf("%w: it has no init process", ErrNotSnapshot)
+	}
+	s.mns = init.Leader().MountNamespace()
+	s.mns.IncRef()
+	cu.Add(func() { s.mns.DecRef(ctx) })
+	if cfg.PidsLimit > 0 {
+		setPidsLimit(k, cfg.PidsLimit)
+		cu.Add(func() { clearPidsLimit(k) })
+	}
+
+	p := newProcess(s, init, k.RootPIDNamespace().IDOfThreadGroup(init), &stdio{}, &ProcessSpec{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.filter != nil {
+		if err := s.filter.Install(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.startKernelLocked(p); err != nil {
+		return nil, err
+	}
+	cu.Release()
+	return s, nil
+}
+
+// restoreError shortens a decoding failure: gVisor's state errors carry
+// goroutine dumps, which go to the log, not to the user.
+func restoreError(err error) error {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		log.Warningf("restore failed: %v", err)
+		msg = strings.TrimSuffix(msg[:i], ":")
+	}
+	return fmt.Errorf("sentry: restoring the kernel (is the snapshot complete, and from this build of gvx?): %s", msg)
+}
+
+// stdioFD returns a close-on-exec descriptor for the restored init's
+// stream i: f's, or /dev/null's.
+func stdioFD(f *os.File, i int) (int, error) {
+	if f == nil {
+		fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, fmt.Errorf("sentry: opening /dev/null for the restored init's stream %d: %w", i, err)
+		}
+		return fd, nil
+	}
+	if isRegular(f) {
+		return -1, fmt.Errorf("sentry: the restored init's stream %d is a regular file; give it a pipe, a socket or nil for /dev/null", i)
+	}
+	fd, err := dupFile(f)
+	if err != nil {
+		return -1, fmt.Errorf("sentry: duplicating the restored init's stream %d: %w", i, err)
+	}
+	return fd, nil
+}
+
+// restoreNetwork re-creates the root network stack's interfaces after the
+// kernel is decoded, as New did at boot.
+//
+// restoreNetwork implements inet.NetworkArgs.
+type restoreNetwork struct {
+	configure func(*stack.Stack) error
+}
+
+// ConfigureNetwork implements inet.NetworkArgs.ConfigureNetwork.
+func (n restoreNetwork) ConfigureNetwork(s inet.Stack) error {
+	ns, ok := s.(*netstack.Stack)
+	if !ok {
+		return fmt.Errorf("sentry: the restored network stack is a %T, not gVisor's netstack", s)
+	}
+	if err := addLoopback(ns.Stack); err != nil {
+		return err
+	}
+	if n.configure != nil {
+		return n.configure(ns.Stack)
+	}
+	return nil
+}
+
+// nopCloser lets SaveTo close a writer Checkpoint still flushes.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
