@@ -52,6 +52,14 @@ func nullArg(name string, errOut **C.char) C.int {
 
 func goString(s *C.cchar_t) string { return C.GoString((*C.char)(s)) }
 
+// optString is goString for an optional argument: NULL is "".
+func optString(s *C.cchar_t) string {
+	if s == nil {
+		return ""
+	}
+	return goString(s)
+}
+
 func goBytes(p *C.cuint8_t, n C.size_t) []byte {
 	if p == nil {
 		return nil
@@ -238,7 +246,24 @@ func gvx_sandbox_write_file(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, n C
 	if b == nil {
 		b = []byte{}
 	}
-	if err := sandboxWriteFile(uint64(h), goString(path), b, uint32(mode)); err != nil {
+	if err := sandboxWriteFile(uint64(h), goString(path), b, uint32(mode), ""); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_write_file_as
+func gvx_sandbox_write_file_as(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, n C.size_t, mode C.uint32_t, owner *C.cchar_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if path == nil || (data == nil && n > 0) {
+		return nullArg("path (and data, when len > 0)", errOut)
+	}
+	b := goBytes(data, n)
+	if b == nil {
+		b = []byte{}
+	}
+	if err := sandboxWriteFile(uint64(h), goString(path), b, uint32(mode), optString(owner)); err != nil {
 		return fail(err, errOut)
 	}
 	return C.GVX_OK
@@ -251,7 +276,20 @@ func gvx_sandbox_upload(h C.uint64_t, hostPath *C.cchar_t, path *C.cchar_t, mode
 	if hostPath == nil || path == nil {
 		return nullArg("host_path and path", errOut)
 	}
-	if err := sandboxUpload(uint64(h), goString(hostPath), goString(path), int32(mode)); err != nil {
+	if err := sandboxUpload(uint64(h), goString(hostPath), goString(path), int32(mode), ""); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_sandbox_upload_as
+func gvx_sandbox_upload_as(h C.uint64_t, hostPath *C.cchar_t, path *C.cchar_t, mode C.int32_t, owner *C.cchar_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if hostPath == nil || path == nil {
+		return nullArg("host_path and path", errOut)
+	}
+	if err := sandboxUpload(uint64(h), goString(hostPath), goString(path), int32(mode), optString(owner)); err != nil {
 		return fail(err, errOut)
 	}
 	return C.GVX_OK

@@ -194,6 +194,19 @@ int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *da
                            char **err);
 
 /*
+ * gvx_sandbox_write_file_as is gvx_sandbox_write_file with the file, and the
+ * directories GVX_WRITE_MAKE_PARENTS makes, belonging to owner instead of
+ * root. owner is a user as gvx_sandbox_exec's "user" names one, resolved in
+ * the sandbox the same way: "uid[:gid]" or "name[:group]", either part a
+ * number or a name from the image's /etc/passwd and /etc/group; a user
+ * without a group takes its passwd entry's (or 0 for a uid the image does
+ * not list). NULL or "" means root. A name the image does not have gives
+ * GVX_E_INVALID, naming it.
+ */
+int gvx_sandbox_write_file_as(uint64_t sandbox, const char *path, const uint8_t *data, size_t len, uint32_t mode,
+                              const char *owner, char **err);
+
+/*
  * gvx_sandbox_upload copies the host file host_path into the sandbox at path,
  * streaming it (a file of any size is never held in memory), whole or not
  * at all as gvx_sandbox_write_file. mode is the permission bits, or -1 to
@@ -206,6 +219,17 @@ int gvx_sandbox_write_file(uint64_t sandbox, const char *path, const uint8_t *da
  * or socket in the tree fails the call with GVX_E_INVALID.
  */
 int gvx_sandbox_upload(uint64_t sandbox, const char *host_path, const char *path, int32_t mode, char **err);
+
+/*
+ * gvx_sandbox_upload_as is gvx_sandbox_upload with what it makes belonging
+ * to owner instead of root (see gvx_sandbox_write_file_as): the file, or
+ * for a directory every file, directory and symlink copied in and every
+ * missing directory made on the way. An existing directory on the way
+ * keeps its owner, but path itself, standing for the host directory,
+ * becomes owner's.
+ */
+int gvx_sandbox_upload_as(uint64_t sandbox, const char *host_path, const char *path, int32_t mode, const char *owner,
+                          char **err);
 
 /*
  * gvx_sandbox_download copies the file or directory at path in the sandbox to

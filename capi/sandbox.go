@@ -328,7 +328,8 @@ func sandboxReadFile(h uint64, path string) ([]byte, error) {
 // writeMakeParents is GVX_WRITE_MAKE_PARENTS.
 const writeMakeParents = 1 << 16
 
-func sandboxWriteFile(h uint64, path string, data []byte, mode uint32) error {
+// sandboxWriteFile writes data to path; owner "" is root.
+func sandboxWriteFile(h uint64, path string, data []byte, mode uint32, owner string) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
@@ -341,13 +342,13 @@ func sandboxWriteFile(h uint64, path string, data []byte, mode uint32) error {
 	if mode == 0 {
 		mode = 0o644
 	}
-	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: mode, MakeParents: makeParents}, bytes.NewReader(data))
+	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: mode, MakeParents: makeParents, Owner: owner}, bytes.NewReader(data))
 	return err
 }
 
 // sandboxUpload streams the host file hostPath into the sandbox at path.
-// mode < 0 keeps the host file's permission bits.
-func sandboxUpload(h uint64, hostPath, path string, mode int32) error {
+// mode < 0 keeps the host file's permission bits; owner "" is root.
+func sandboxUpload(h uint64, hostPath, path string, mode int32, owner string) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
@@ -359,7 +360,7 @@ func sandboxUpload(h uint64, hostPath, path string, mode int32) error {
 		if mode >= 0 {
 			return invalid("mode %#o is for a file, and %s is a directory: give -1, its files keep their own", mode, hostPath)
 		}
-		_, err := sb.UploadDir(context.Background(), hostPath, path)
+		_, err := sb.UploadDirWith(context.Background(), hostPath, control.CopyInRequest{Path: path, Owner: owner})
 		return err
 	}
 	f, err := os.Open(hostPath)
@@ -378,7 +379,8 @@ func sandboxUpload(h uint64, hostPath, path string, mode int32) error {
 	if mode < 0 {
 		perm = st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
 	}
-	return sb.WriteFileFrom(context.Background(), path, f, perm)
+	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm()), Owner: owner}, f)
+	return err
 }
 
 func sandboxDownload(h uint64, path, hostPath string) error {

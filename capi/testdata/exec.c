@@ -93,6 +93,23 @@ int main(void) {
 	CHECK(status == GVX_OK && len == strlen(content) && memcmp(data, content, len) == 0, "read_file: %d", status);
 	gvx_free(data);
 
+	/* Owned by a user of the image, resolved in the sandbox; an unknown one is refused by name. */
+	status = gvx_sandbox_write_file_as(sb, "/tmp/owned/c.txt", (const uint8_t *)content, strlen(content),
+	                                   0640 | GVX_WRITE_MAKE_PARENTS, "nobody", &err);
+	CHECK(status == GVX_OK, "write_file_as: %d %s", status, err);
+	status = gvx_sandbox_stat(sb, "/tmp/owned/c.txt", &s, &err);
+	CHECK(status == GVX_OK && strstr(s, "\"uid\":65534,\"gid\":65534") != NULL, "stat of an owned file: %d %s", status,
+	      s);
+	gvx_free(s);
+	status = gvx_sandbox_stat(sb, "/tmp/owned", &s, &err);
+	CHECK(status == GVX_OK && strstr(s, "\"uid\":65534,") != NULL, "stat of a directory made for it: %d %s", status, s);
+	gvx_free(s);
+	status = gvx_sandbox_write_file_as(sb, "/tmp/c.txt", (const uint8_t *)content, strlen(content), 0, "ghost", &err);
+	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "\"ghost\"") != NULL, "unknown owner: %d %s", status,
+	      err ? err : "");
+	gvx_free(err);
+	err = NULL;
+
 	status = gvx_sandbox_read_file(sb, "/no/such/file", &data, &len, &err);
 	CHECK(status == GVX_E_NOT_FOUND && err != NULL, "missing file: %d", status);
 	gvx_free(err);

@@ -344,11 +344,11 @@ func (c *Client) WriteFile(ctx context.Context, req WriteFileRequest, r io.Reade
 	return info, sent.or(c.wait(ctx, id, call, &info))
 }
 
-// CopyIn extracts the tar stream r into the guest directory dir, which is
-// created with its parents if missing.
-func (c *Client) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error) {
+// CopyIn extracts the tar stream r into the guest directory req.Path, which
+// is created with its parents if missing.
+func (c *Client) CopyIn(ctx context.Context, req CopyInRequest, r io.Reader) (CopyResult, error) {
 	call := &clientCall{}
-	id, err := c.start(MethodCopyIn, PathRequest{Path: dir}, call)
+	id, err := c.start(MethodCopyIn, req, call)
 	if err != nil {
 		return CopyResult{}, err
 	}

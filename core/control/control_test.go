@@ -133,13 +133,13 @@ func (b *testBackend) WriteFile(ctx context.Context, req WriteFileRequest, r io.
 }
 
 // CopyIn keeps the stream as the "file" tar:DIR; CopyOut sends it back.
-func (b *testBackend) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error) {
+func (b *testBackend) CopyIn(ctx context.Context, req CopyInRequest, r io.Reader) (CopyResult, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return CopyResult{}, err
 	}
 	b.mu.Lock()
-	b.files["tar:"+dir] = data
+	b.files["tar:"+req.Path] = data
 	b.mu.Unlock()
 	return CopyResult{Entries: 1, Bytes: int64(len(data))}, nil
 }
@@ -523,7 +523,7 @@ func TestCopyStreams(t *testing.T) {
 	ctx := context.Background()
 	stream := make([]byte, 3*MaxData+17)
 	rand.Read(stream)
-	res, err := c.CopyIn(ctx, "/work", bytes.NewReader(stream))
+	res, err := c.CopyIn(ctx, CopyInRequest{Path: "/work"}, bytes.NewReader(stream))
 	if err != nil || res.Bytes != int64(len(stream)) {
 		t.Fatalf("copy in: %+v %v", res, err)
 	}
@@ -543,7 +543,7 @@ func TestCopyStreams(t *testing.T) {
 	// A source that fails midway fails the request with its own error;
 	// the backend saw an aborted stream, not a clean end.
 	broken := io.MultiReader(bytes.NewReader(stream[:MaxData+5]), iotest.ErrReader(errors.New("disk on fire")))
-	if _, err := c.CopyIn(ctx, "/broken", broken); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+	if _, err := c.CopyIn(ctx, CopyInRequest{Path: "/broken"}, broken); err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Errorf("copy in from a failing source: %v", err)
 	}
 	if _, err := c.WriteFile(ctx, WriteFileRequest{Path: "/broken-file"}, iotest.ErrReader(errors.New("disk on fire"))); err == nil || !strings.Contains(err.Error(), "disk on fire") {

@@ -225,6 +225,21 @@ type WriteFileRequest struct {
 	Mode uint32 `json:"mode,omitempty"`
 	// MakeParents creates missing parent directories (0755).
 	MakeParents bool `json:"make_parents,omitempty"`
+	// Owner is who the file, and the directories MakeParents makes,
+	// belong to: "uid[:gid]" or "name[:group]", resolved as
+	// ExecRequest.User is; "" means root.
+	Owner string `json:"owner,omitempty"`
+}
+
+// CopyInRequest extracts a tar stream into the directory Path; the stream
+// follows as data frames on StreamFile ending with FlagEOF.
+type CopyInRequest struct {
+	Path string `json:"path"`
+	// Owner, if set, owns every entry made instead of the archive's
+	// owners, and the missing directories made on the way (otherwise
+	// root's): "uid[:gid]" or "name[:group]", resolved as ExecRequest.User
+	// is.
+	Owner string `json:"owner,omitempty"`
 }
 
 // CopyResult counts what CopyIn or CopyOut moved.

@@ -29,9 +29,9 @@ type Backend interface {
 	// WriteFile creates or replaces a regular file with r's content, whole
 	// or not at all.
 	WriteFile(ctx context.Context, req WriteFileRequest, r io.Reader) (FileInfo, error)
-	// CopyIn extracts the tar stream r into the guest directory dir,
-	// creating dir and its parents if missing.
-	CopyIn(ctx context.Context, dir string, r io.Reader) (CopyResult, error)
+	// CopyIn extracts the tar stream r into the guest directory req.Path,
+	// creating it and its parents if missing.
+	CopyIn(ctx context.Context, req CopyInRequest, r io.Reader) (CopyResult, error)
 	// CopyOut writes the file or tree at path to w as a tar stream.
 	CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error)
 	// Stat describes a file, following symlinks as stat(2) does.
@@ -327,11 +327,11 @@ func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall)
 		}
 		return info, nil
 	case MethodCopyIn:
-		var req PathRequest
+		var req CopyInRequest
 		if err := decodeParams(m.Params, &req); err != nil {
 			return nil, err
 		}
-		return b.CopyIn(ctx, req.Path, call.in)
+		return b.CopyIn(ctx, req, call.in)
 	case MethodCopyOut:
 		var req PathRequest
 		if err := decodeParams(m.Params, &req); err != nil {

@@ -21,7 +21,14 @@ import (
 // does. Entries keep the archive's modes, owners and times. The sandbox
 // extracts it itself: the image needs no tar.
 func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (control.CopyResult, error) {
-	res, err := sb.client.CopyIn(ctx, dir, r)
+	return sb.CopyInWith(ctx, control.CopyInRequest{Path: dir}, r)
+}
+
+// CopyInWith is CopyIn with every option of the protocol's request, such
+// as Owner (who every entry, and every directory made on the way, belongs
+// to instead of the archive's owners). req.Path is the guest directory.
+func (sb *Sandbox) CopyInWith(ctx context.Context, req control.CopyInRequest, r io.Reader) (control.CopyResult, error) {
+	res, err := sb.client.CopyIn(ctx, req, r)
 	return res, sb.callError(err)
 }
 
@@ -41,6 +48,13 @@ func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (contr
 // and keep their permission bits and modification times; symlinks are
 // copied as symlinks. A device, FIFO or socket in hostDir is refused.
 func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (control.CopyResult, error) {
+	return sb.UploadDirWith(ctx, hostDir, control.CopyInRequest{Path: guestDir})
+}
+
+// UploadDirWith is UploadDir into the guest directory req.Path with every
+// option of the protocol's copy_in request, such as Owner: who the files,
+// and the directories made on the way, belong to instead of root.
+func (sb *Sandbox) UploadDirWith(ctx context.Context, hostDir string, req control.CopyInRequest) (control.CopyResult, error) {
 	st, err := os.Stat(hostDir)
 	if err != nil {
 		return control.CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
@@ -50,7 +64,7 @@ func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (con
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarHostDir(hostDir, pw)) }()
-	res, err := sb.CopyIn(ctx, guestDir, pr)
+	res, err := sb.CopyInWith(ctx, req, pr)
 	// Stops the archiver if the sandbox gave up first.
 	pr.CloseWithError(errors.New("the sandbox stopped reading"))
 	return res, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,64 @@ func TestDownloadStaysInItsDirectory(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "v")); string(b) != "replaced\n" {
 		t.Errorf("v in the download: %q", b)
+	}
+}
+
+// TestFileOwners gives written and uploaded files to users named as an
+// exec's user is, resolved against the image's /etc/passwd and /etc/group.
+func TestFileOwners(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	for owner, want := range map[string]string{
+		"":              "0:0",
+		"nobody":        "65534:65534",
+		"nobody:root":   "65534:0",
+		"1000":          "1000:0", // a uid the image does not list: group 0, as docker's --user
+		"1000:1000":     "1000:1000",
+		"65534:nogroup": "65534:65534",
+	} {
+		name := "/tmp/owned-by-" + strings.ReplaceAll(owner, ":", "-")
+		info, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: name, Mode: 0o640, Owner: owner}, strings.NewReader("x"))
+		if err != nil {
+			t.Errorf("WriteFileWith owner %q: %v", owner, err)
+			continue
+		}
+		if got := fmt.Sprintf("%d:%d", info.UID, info.GID); got != want || info.Mode&0o7777 != 0o640 {
+			t.Errorf("owner %q: the file is %s, mode %#o; want %s, 0640", owner, got, info.Mode&0o7777, want)
+		}
+	}
+	for owner, want := range map[string]string{
+		"ghost":         `user "ghost" is not in the image's /etc/passwd`,
+		"nobody:ghosts": `group "ghosts" is not in the image's /etc/group`,
+	} {
+		_, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/tmp/ghost", Owner: owner}, strings.NewReader("x"))
+		if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("owner %q: %v, want an invalid argument saying %q", owner, err, want)
+		}
+	}
+	if _, err := sb.Stat(ctx, "/tmp/ghost"); !control.IsCode(err, control.CodeNotFound) {
+		t.Errorf("a write for an unknown owner made the file: %v", err)
+	}
+
+	// A tree, and the directories made for it and for a file.
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(src, "pkg", "mod.py"), []byte("x = 1\n"), 0o644)
+	os.Symlink("pkg/mod.py", filepath.Join(src, "link"))
+	if _, err := sb.UploadDirWith(ctx, src, control.CopyInRequest{Path: "/home/agent/repo", Owner: "nobody"}); err != nil {
+		t.Fatalf("UploadDirWith: %v", err)
+	}
+	if _, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/home/agent/notes/todo", MakeParents: true, Owner: "nobody"}, strings.NewReader("x")); err != nil {
+		t.Fatalf("WriteFileWith MakeParents: %v", err)
+	}
+	got := sh(t, sb, `cd /home && stat -c '%n %u:%g' agent agent/repo agent/repo/pkg agent/repo/pkg/mod.py agent/repo/link agent/notes agent/notes/todo && ls -ln agent/repo | tail -n +2 | awk '{print $3":"$4, $NF}'`, nil)
+	want := "agent 65534:65534\nagent/repo 65534:65534\nagent/repo/pkg 65534:65534\nagent/repo/pkg/mod.py 65534:65534\nagent/repo/link 65534:65534\nagent/notes 65534:65534\nagent/notes/todo 65534:65534\n" +
+		"65534:65534 pkg/mod.py\n65534:65534 pkg\n"
+	if string(got.Stdout) != want {
+		t.Errorf("the guest sees:\n%s\nwant:\n%s%s", got.Stdout, want, got.Stderr)
+	}
+	// The user can work on what it was given.
+	if res := sh(t, sb, `echo y = 2 >> /home/agent/repo/pkg/mod.py && touch /home/agent/repo/new`, &ExecOptions{User: "nobody"}); res.ExitCode != 0 {
+		t.Errorf("nobody changing its tree: %d %s", res.ExitCode, res.Stderr)
 	}
 }

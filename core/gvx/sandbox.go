@@ -403,7 +403,8 @@ func (sb *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, 
 }
 
 // WriteFileWith is WriteFileFrom with every option of the protocol's
-// request, such as MakeParents (create missing directories, mode 0755).
+// request, such as MakeParents (create missing directories, mode 0755) and
+// Owner (who the file and those directories belong to instead of root).
 func (sb *Sandbox) WriteFileWith(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
 	info, err := sb.client.WriteFile(ctx, req, r)
 	return info, sb.callError(err)

@@ -59,7 +59,11 @@ type CopyStats struct {
 // non-directory is replaced, an existing directory is kept and updated.
 // Entry names are relative to dir: a leading "/" is dropped, and a name
 // that climbs out of dir with ".." is refused.
-func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyStats, error) {
+//
+// A non-nil owner owns every entry instead of the archive's owners, and
+// the directories made on the way (dir, its missing parents and the
+// entries' missing parents), which are otherwise root's.
+func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader, owner *Owner) (CopyStats, error) {
 	if err := s.acquire(); err != nil {
 		return CopyStats{}, err
 	}
@@ -69,7 +73,7 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyStat
 		return CopyStats{}, err
 	}
 	defer root.DecRef(kctx)
-	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), root: root, dirs: map[string]bool{}, buf: make([]byte, copyBufSize)}
+	x := extractor{s: s, ctx: kctx, creds: s.rootCreds(), owner: owner, parentCreds: s.ownerCreds(owner), root: root, dirs: map[string]bool{}, buf: make([]byte, copyBufSize)}
 	dir = path.Clean(dir)
 	if err := x.mkdirAll(dir); err != nil {
 		return CopyStats{}, err
@@ -102,9 +106,11 @@ func (s *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (CopyStat
 }
 
 // MkdirAll makes the absolute guest directory name and its missing
-// parents (mode 0755, owned by root), as `mkdir -p` does; existing
-// directories are kept.
-func (s *Sandbox) MkdirAll(ctx context.Context, name string) error {
+// parents (mode 0755), as `mkdir -p` does; existing directories are kept.
+// The directories it makes belong to owner, or to root if owner is nil,
+// as those of `mkdir -p` run by owner would (a set-group-ID parent passes
+// on its group).
+func (s *Sandbox) MkdirAll(ctx context.Context, name string, owner *Owner) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
@@ -114,7 +120,7 @@ func (s *Sandbox) MkdirAll(ctx context.Context, name string) error {
 		return err
 	}
 	defer root.DecRef(kctx)
-	return mkdirAll(kctx, s.k.VFS(), s.rootCreds(), root, path.Clean(name))
+	return mkdirAll(kctx, s.k.VFS(), s.ownerCreds(owner), root, path.Clean(name))
 }
 
 // mkdirAll is vfs.MkdirAllAt with the path in its error.
@@ -127,12 +133,16 @@ func mkdirAll(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *auth.C
 
 // extractor holds the state of one CopyIn.
 type extractor struct {
-	s        *Sandbox
-	ctx      gcontext.Context
-	creds    *auth.Credentials
-	root     vfs.VirtualDentry
-	stats    CopyStats
-	dirTimes []dirTime
+	s     *Sandbox
+	ctx   gcontext.Context
+	creds *auth.Credentials
+	// owner, if not nil, replaces the archive's owners.
+	owner *Owner
+	// parentCreds make the missing directories, so that they are owner's.
+	parentCreds *auth.Credentials
+	root        vfs.VirtualDentry
+	stats       CopyStats
+	dirTimes    []dirTime
 	// dirs are the directories known to exist: archives need not hold an
 	// entry for every parent, and most entries share theirs.
 	dirs map[string]bool
@@ -275,7 +285,7 @@ func (x *extractor) mkdirAll(name string) error {
 	if x.dirs[name] {
 		return nil
 	}
-	if err := mkdirAll(x.ctx, x.s.k.VFS(), x.creds, x.root, name); err != nil {
+	if err := mkdirAll(x.ctx, x.s.k.VFS(), x.parentCreds, x.root, name); err != nil {
 		return err
 	}
 	x.dirs[name] = true
@@ -326,6 +336,9 @@ func copyToFD(ctx gcontext.Context, fd *vfs.FileDescription, name string, r io.R
 
 func (x *extractor) setOwnerMode(name string, hdr *tar.Header, withMode bool) error {
 	st := linux.Statx{Mask: linux.STATX_UID | linux.STATX_GID, UID: uint32(hdr.Uid), GID: uint32(hdr.Gid)}
+	if x.owner != nil {
+		st.UID, st.GID = x.owner.UID, x.owner.GID
+	}
 	if withMode {
 		// chown clears set-user-ID and set-group-ID bits, so the mode
 		// goes with it.

@@ -71,7 +71,7 @@ func testCopyInAndOut(t *testing.T, s *Sandbox, work string) {
 	big := make([]byte, 3<<20+5)
 	rand.Read(big)
 
-	st, err := s.CopyIn(ctx, work+"/new/dir", bytes.NewReader(testTree(t, big)))
+	st, err := s.CopyIn(ctx, work+"/new/dir", bytes.NewReader(testTree(t, big)), nil)
 	if err != nil {
 		t.Fatalf("CopyIn: %v", err)
 	}
@@ -111,7 +111,7 @@ ran
 	tw.WriteHeader(&tar.Header{Name: "link", Typeflag: tar.TypeReg, Mode: 0o644, Size: 4})
 	tw.Write([]byte("new\n"))
 	tw.Close()
-	if _, err := s.CopyIn(ctx, work+"/new/dir", &buf); err != nil {
+	if _, err := s.CopyIn(ctx, work+"/new/dir", &buf, nil); err != nil {
 		t.Fatalf("second CopyIn: %v", err)
 	}
 	if r := execAndWait(t, s, sh(`cd /work/new/dir && readlink a.txt && cat link hard`)); r.stdout != "empty\nnew\nalpha\n" {
@@ -154,6 +154,47 @@ ran
 		if h := entries[name]; h == nil || !check(h) {
 			t.Errorf("CopyOut entry %s: %+v", name, h)
 		}
+	}
+}
+
+func TestCopyInOwner(t *testing.T) {
+	ctx := context.Background()
+	s := newSandbox(t, Config{})
+	startIdle(t, s)
+	var buf bytes.Buffer
+	buf.Write(testTree(t, []byte("big\n")))
+	if _, err := s.CopyIn(ctx, "/tmp/new/dir", &buf, &Owner{UID: 65534, GID: 65534}); err != nil {
+		t.Fatalf("CopyIn: %v", err)
+	}
+	// Every entry, whatever the archive says, and every directory made on
+	// the way is the owner's; modes stay, set-ID bits too.
+	r := execAndWait(t, s, sh(`cd /tmp && stat -c '%n %u:%g %a' . new new/dir new/dir/a.txt new/dir/bin new/dir/bin/run.sh new/dir/empty new/dir/link new/dir/hard new/dir/fifo new/dir/deep new/dir/deep/er new/dir/deep/er/big.bin`))
+	want := `. 0:0 1777
+new 65534:65534 755
+new/dir 65534:65534 750
+new/dir/a.txt 65534:65534 640
+new/dir/bin 65534:65534 755
+new/dir/bin/run.sh 65534:65534 755
+new/dir/empty 65534:65534 600
+new/dir/link 65534:65534 777
+new/dir/hard 65534:65534 640
+new/dir/fifo 65534:65534 644
+new/dir/deep 65534:65534 755
+new/dir/deep/er 65534:65534 755
+new/dir/deep/er/big.bin 65534:65534 644
+`
+	if r.stdout != want {
+		t.Errorf("the guest sees:\n%s\nwant:\n%s%s", r.stdout, want, r.stderr)
+	}
+	buf.Reset()
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "setuid", Typeflag: tar.TypeReg, Mode: 0o4755})
+	tw.Close()
+	if _, err := s.CopyIn(ctx, "/tmp/new/dir", &buf, &Owner{UID: 1000, GID: 1000}); err != nil {
+		t.Fatalf("CopyIn: %v", err)
+	}
+	if r := execAndWait(t, s, sh(`stat -c '%u:%g %a' /tmp/new/dir/setuid`)); r.stdout != "1000:1000 4755\n" {
+		t.Errorf("a set-user-ID file copied in for uid 1000: %q %q", r.stdout, r.stderr)
 	}
 }
 
@@ -208,7 +249,7 @@ func TestCopyRefusals(t *testing.T) {
 		{"not a tar", "/tmp/z", strings.NewReader(strings.Repeat("not a tar stream ", 64)), "reading the tar stream"},
 		{"directory in the way", "/", tarOf(&tar.Header{Name: "etc", Typeflag: tar.TypeReg}), "a directory is in the way"},
 	} {
-		_, err := s.CopyIn(ctx, tc.dir, tc.r)
+		_, err := s.CopyIn(ctx, tc.dir, tc.r, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: CopyIn error %v, want one saying %q", tc.name, err, tc.want)
 		}

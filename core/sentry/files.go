@@ -121,16 +121,24 @@ func (s *Sandbox) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// WriteFile writes data to the absolute guest path name, as WriteFileFrom
-// does.
+// Owner is who a file the host writes belongs to in the guest. (rungv
+// resolves user and group names against the guest's /etc/passwd and
+// /etc/group, as it does for an exec's user.)
+type Owner struct {
+	UID, GID uint32
+}
+
+// WriteFile writes data to the absolute guest path name as root, as
+// WriteFileFrom does.
 func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm fs.FileMode) error {
-	_, err := s.WriteFileFrom(ctx, name, bytes.NewReader(data), perm)
+	_, err := s.WriteFileFrom(ctx, name, bytes.NewReader(data), perm, nil)
 	return err
 }
 
 // WriteFileFrom writes the content read from r to the absolute guest path
-// name as root, reading it as it is written, so a large file is never held
-// in memory. It returns the bytes written.
+// name, reading it as it is written, so a large file is never held in
+// memory. It returns the bytes written. Root writes the file; it belongs to
+// owner, or to root if owner is nil.
 //
 // The file appears whole or not at all: the content goes to a hidden file
 // beside name, which is renamed over name once r reached its end. If r
@@ -141,7 +149,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, name string, data []byte, perm 
 // owner, and its other hard links keep the old content. A symlink at name
 // is followed, as open(2) follows it, and its target replaced; an existing
 // directory, FIFO or device is refused.
-func (s *Sandbox) WriteFileFrom(ctx context.Context, name string, r io.Reader, perm fs.FileMode) (int64, error) {
+func (s *Sandbox) WriteFileFrom(ctx context.Context, name string, r io.Reader, perm fs.FileMode, owner *Owner) (int64, error) {
 	if err := s.acquire(); err != nil {
 		return 0, err
 	}
@@ -178,6 +186,15 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, name string, r io.Reader, p
 	n, err := copyToFD(kctx, fd, name, r, make([]byte, copyBufSize))
 	if err != nil {
 		return n, err
+	}
+	if owner != nil {
+		// Made by root and given away, rather than made with the owner's
+		// IDs: the owner's group is then exactly the one asked for, even in
+		// a set-group-ID directory.
+		st := linux.Statx{Mask: linux.STATX_UID | linux.STATX_GID, UID: owner.UID, GID: owner.GID}
+		if err := fd.SetStat(kctx, vfs.SetStatOptions{Stat: st}); err != nil {
+			return n, pathError("chown", name, err)
+		}
 	}
 	if err := vfsObj.RenameAt(kctx, creds, at(tmp), at(base), &vfs.RenameOptions{}); err != nil {
 		return n, pathError("rename", name, err)
@@ -349,6 +366,17 @@ func (s *Sandbox) release() { s.users.Done() }
 
 func (s *Sandbox) rootCreds() *auth.Credentials {
 	return auth.NewRootCredentials(s.k.RootUserNamespace())
+}
+
+// ownerCreds returns credentials whose new files belong to owner, as Linux
+// gives a new file its creator's IDs, and which may make them wherever
+// root may: root's capabilities under owner's IDs. A nil owner is root.
+func (s *Sandbox) ownerCreds(owner *Owner) *auth.Credentials {
+	if owner == nil {
+		return s.rootCreds()
+	}
+	caps := &auth.TaskCapabilities{PermittedCaps: auth.AllCapabilities, EffectiveCaps: auth.AllCapabilities, BoundingCaps: auth.AllCapabilities}
+	return auth.NewUserCredentials(auth.KUID(owner.UID), auth.KGID(owner.GID), nil, caps, s.k.RootUserNamespace())
 }
 
 // hostError converts a Sentry error to the host's errno type, so callers

@@ -117,13 +117,13 @@ func TestWriteFileReplacesWhole(t *testing.T) {
 		// A full volume: the old file stays, and the space of the
 		// partial one comes back.
 		ctx := context.Background()
-		_, err := s.WriteFileFrom(ctx, "/work/f", io.LimitReader(zeros{}, 32<<20), 0o644)
+		_, err := s.WriteFileFrom(ctx, "/work/f", io.LimitReader(zeros{}, 32<<20), 0o644, nil)
 		if !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("writing 32 MiB to a 16 MiB volume: %v, want ENOSPC", err)
 		}
 		checkFile(t, s, "/work/f", "via link\n", "644")
 		checkNoTemporaries(t, s, "/work")
-		if _, err := s.WriteFileFrom(ctx, "/work/g", io.LimitReader(zeros{}, 8<<20), 0o644); err != nil {
+		if _, err := s.WriteFileFrom(ctx, "/work/g", io.LimitReader(zeros{}, 8<<20), 0o644, nil); err != nil {
 			t.Errorf("8 MiB after the failed write: %v (its blocks were not freed)", err)
 		}
 		if err := s.Close(); err != nil {
@@ -136,7 +136,7 @@ func TestWriteFileReplacesWhole(t *testing.T) {
 func testWriteFileReplacesWhole(t *testing.T, s *Sandbox, work string) {
 	ctx := context.Background()
 	startIdle(t, s)
-	if err := s.MkdirAll(ctx, work); err != nil {
+	if err := s.MkdirAll(ctx, work, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WriteFile(ctx, work+"/f", []byte("old\n"), 0o600); err != nil {
@@ -148,11 +148,11 @@ func testWriteFileReplacesWhole(t *testing.T, s *Sandbox, work string) {
 	failing := func() io.Reader {
 		return io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 300<<10)), iotest.ErrReader(errSource))
 	}
-	if n, err := s.WriteFileFrom(ctx, work+"/f", failing(), 0o644); !errors.Is(err, errSource) || n != 300<<10 {
+	if n, err := s.WriteFileFrom(ctx, work+"/f", failing(), 0o644, nil); !errors.Is(err, errSource) || n != 300<<10 {
 		t.Errorf("WriteFileFrom of a failing source: %d bytes, %v; want 300 KiB and its error", n, err)
 	}
 	checkFile(t, s, work+"/f", "old\n", "600")
-	if _, err := s.WriteFileFrom(ctx, work+"/absent", failing(), 0o644); !errors.Is(err, errSource) {
+	if _, err := s.WriteFileFrom(ctx, work+"/absent", failing(), 0o644, nil); !errors.Is(err, errSource) {
 		t.Errorf("WriteFileFrom of a failing source to a new file: %v", err)
 	}
 	if _, err := s.Stat(ctx, work+"/absent"); !errors.Is(err, fs.ErrNotExist) {
@@ -228,4 +228,40 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+func TestWriteFileOwner(t *testing.T) {
+	ctx := context.Background()
+	s := newSandbox(t, Config{})
+	startIdle(t, s)
+	agent := &Owner{UID: 1000, GID: 100}
+	if err := s.MkdirAll(ctx, "/tmp/made/for/agent", agent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteFileFrom(ctx, "/tmp/made/for/agent/task", strings.NewReader("task\n"), 0o640, agent); err != nil {
+		t.Fatal(err)
+	}
+	// The directory the guest made before keeps its owner; so does root's
+	// file replaced by root.
+	execAndWait(t, s, sh(`echo old > /tmp/made/theirs && chown 1000:1000 /tmp/made/theirs`))
+	if err := s.WriteFile(ctx, "/tmp/made/theirs", []byte("root's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := execAndWait(t, s, sh(`cd /tmp && stat -c '%n %u:%g %a' . made made/for made/for/agent made/for/agent/task made/theirs`))
+	want := `. 0:0 1777
+made 1000:100 755
+made/for 1000:100 755
+made/for/agent 1000:100 755
+made/for/agent/task 1000:100 640
+made/theirs 0:0 644
+`
+	if r.stdout != want {
+		t.Errorf("the guest sees:\n%s\nwant:\n%s%s", r.stdout, want, r.stderr)
+	}
+	// The owner can use the file as theirs.
+	spec := sh(`echo more >> /tmp/made/for/agent/task && cat /tmp/made/for/agent/task`)
+	spec.UID, spec.GID = 1000, 100
+	if r := execAndWait(t, s, spec); r.stdout != "task\nmore\n" {
+		t.Errorf("uid 1000 appending to its file: %q %q", r.stdout, r.stderr)
+	}
 }

@@ -77,11 +77,19 @@ class Sandbox:
     async def read_file(self, path: str) -> bytes:
         return await _to_thread(self.inner.read_file, path)
 
-    async def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644, *, make_parents: bool = False) -> None:
-        await _to_thread(lambda: self.inner.write_file(path, data, mode, make_parents=make_parents))
+    async def write_file(
+        self,
+        path: str,
+        data: Union[bytes, str],
+        mode: int = 0o644,
+        *,
+        make_parents: bool = False,
+        owner: Optional["_sandbox.Owner"] = None,
+    ) -> None:
+        await _to_thread(lambda: self.inner.write_file(path, data, mode, make_parents=make_parents, owner=owner))
 
-    async def upload(self, local: "_sandbox.PathLike", remote: str, mode: Optional[int] = None) -> None:
-        await _to_thread(self.inner.upload, local, remote, mode)
+    async def upload(self, local: "_sandbox.PathLike", remote: str, mode: Optional[int] = None, *, owner: Optional["_sandbox.Owner"] = None) -> None:
+        await _to_thread(lambda: self.inner.upload(local, remote, mode, owner=owner))
 
     async def download(self, remote: str, local: "_sandbox.PathLike") -> None:
         await _to_thread(self.inner.download, remote, local)

@@ -18,6 +18,9 @@ from . import _ffi, errors
 
 PathLike = Union[str, "os.PathLike[str]"]
 Command = Union[str, Sequence[str]]
+# Who a file written into a sandbox belongs to: a uid, or "uid:gid", "name",
+# "name:group" as exec's ``user``.
+Owner = Union[int, str]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -215,6 +218,17 @@ def parse_port(spec: str) -> dict[str, object]:
 
 # GVX_WRITE_MAKE_PARENTS in gvx.h.
 _WRITE_MAKE_PARENTS = 1 << 16
+
+
+def _owner_arg(owner: Optional[Owner], what: str) -> Optional[bytes]:
+    """``owner`` as libgvx takes it: the user string the sandbox resolves, or None for root."""
+    if owner is None:
+        return None
+    if isinstance(owner, int) and not isinstance(owner, bool) and 0 <= owner < 1 << 32:
+        return str(owner).encode()
+    if isinstance(owner, str) and owner:
+        return owner.encode()
+    raise errors.InvalidArgumentError(f"{what}: owner={owner!r}: give a uid (int), or 'uid:gid', 'name' or 'name:group' as exec's user=")
 
 
 def _close_handle(handle: int) -> None:
@@ -537,7 +551,9 @@ class Sandbox:
         _ffi.call(_ffi.lib().gvx_sandbox_read_file, self._h(), path.encode(), ctypes.byref(data), ctypes.byref(length))
         return _ffi.take_bytes(data, length.value)
 
-    def write_file(self, path: str, data: Union[bytes, str], mode: int = 0o644, *, make_parents: bool = False) -> None:
+    def write_file(
+        self, path: str, data: Union[bytes, str], mode: int = 0o644, *, make_parents: bool = False, owner: Optional[Owner] = None
+    ) -> None:
         """Creates or replaces a file in the sandbox, whole or not at all.
 
         The content goes to a hidden file beside ``path``, renamed over it once
@@ -547,18 +563,30 @@ class Sandbox:
         replaced by a new one with ``mode``: its mode, owner and other hard
         links do not carry over. A symlink at ``path`` is followed.
 
-        ``make_parents=True`` makes missing directories on the way (0755, owned
-        by root), as ``mkdir -p`` would; without it a missing directory raises
+        ``make_parents=True`` makes missing directories on the way (0755), as
+        ``mkdir -p`` would; without it a missing directory raises
         :class:`gvx.NotFoundError`.
+
+        The file, and the directories ``make_parents`` makes, belong to root
+        unless ``owner`` names another user: a uid (``1000``), or a string as
+        :meth:`exec`'s ``user`` takes, resolved in the sandbox the same way
+        (``"1000:1000"``, ``"agent"``, ``"agent:staff"``; a user without a
+        group gets its ``/etc/passwd`` group, or 0 for a uid the image does not
+        list). A name the image does not have raises
+        :class:`gvx.InvalidArgumentError`::
+
+            sb.write_file("/home/agent/task.md", task, owner="agent")
+            sb.exec("cat task.md >> notes.md", user="agent", cwd="/home/agent")
         """
         if not 0 <= mode <= 0o7777:
             raise errors.InvalidArgumentError(f"write_file: mode {mode:#o} is not a permission mode (0 to 0o7777)")
+        who = _owner_arg(owner, "write_file")
         raw = data.encode() if isinstance(data, str) else bytes(data)
         ptr, length = _ffi.buffer(raw)
         flags = _WRITE_MAKE_PARENTS if make_parents else 0
-        _ffi.call(_ffi.lib().gvx_sandbox_write_file, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode | flags))
+        _ffi.call(_ffi.lib().gvx_sandbox_write_file_as, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode | flags), who)
 
-    def upload(self, local: PathLike, remote: str, mode: Optional[int] = None) -> None:
+    def upload(self, local: PathLike, remote: str, mode: Optional[int] = None, *, owner: Optional[Owner] = None) -> None:
         """Copies a host file or directory into the sandbox.
 
         A file lands at ``remote``, keeping its permission bits unless ``mode``
@@ -572,6 +600,13 @@ class Sandbox:
             sb.upload("checkouts/django", "/workspace/django")
             sb.exec("cd /workspace/django && python -m pytest -x", check=True)
 
+        ``owner`` gives what is copied to another user than root, as with
+        :meth:`write_file`: the file, or every file, directory and symlink of
+        the tree and every directory made on the way (``remote``'s existing
+        parents keep theirs)::
+
+            sb.upload("tasks/17/repo", "/home/agent/repo", owner="agent")
+
         Everything is streamed by libgvx, never read into Python:
         multi-gigabyte ``docker save`` archives and large trees cost no memory
         here.
@@ -584,12 +619,14 @@ class Sandbox:
             raise errors.InvalidArgumentError(f"upload: {str(p)!r} is not a regular file or a directory on the host")
         if mode is not None and not 0 <= mode <= 0o7777:
             raise errors.InvalidArgumentError(f"upload: mode {mode:#o} is not a permission mode (0 to 0o7777)")
+        who = _owner_arg(owner, "upload")
         _ffi.call(
-            _ffi.lib().gvx_sandbox_upload,
+            _ffi.lib().gvx_sandbox_upload_as,
             self._h(),
             os.fsencode(p),
             remote.encode(),
             ctypes.c_int32(-1 if mode is None else mode),
+            who,
         )
 
     def download(self, remote: str, local: PathLike) -> None:

@@ -218,16 +218,22 @@ def test_episode_dirs_of_killed_processes_are_swept(tmp_path: Path) -> None:
         os.close(again_lock)
 
 
-def test_asyncio_twin() -> None:
+def test_asyncio_twin(tmp_path: Path) -> None:
+    local = tmp_path / "data"
+    local.write_text("data\n")
+
     async def main() -> list[str]:
         boxes = await asyncio.gather(*(gvx.aio.Sandbox.create() for _ in range(3)))
         try:
             results = await asyncio.gather(*(b.exec(f"echo {i}") for i, b in enumerate(boxes)))
-            return [r.stdout for r in results]
+            await boxes[0].write_file("/tmp/task", "task\n", owner="nobody")
+            await boxes[0].upload(local, "/tmp/data", owner=1000)
+            owners = await boxes[0].exec("stat -c %u /tmp/task /tmp/data")
+            return [r.stdout for r in results] + [owners.stdout]
         finally:
             await asyncio.gather(*(b.close() for b in boxes))
 
-    assert asyncio.run(main()) == ["0\n", "1\n", "2\n"]
+    assert asyncio.run(main()) == ["0\n", "1\n", "2\n", "65534\n1000\n"]
 
 
 def test_asyncio_runs_more_execs_at_once_than_asyncios_default_pool() -> None:

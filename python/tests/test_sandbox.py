@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from typing import Iterator
+from typing import Iterator, Union
 
 import pytest
 
@@ -158,6 +158,44 @@ def test_directories_go_in_and_come_back(sb: gvx.Sandbox, tmp_path: Path) -> Non
         live.bind(str(bad / "live.sock"))
         with pytest.raises(gvx.InvalidArgumentError, match="live.sock.*leave it out"):
             sb.upload(bad, "/tmp/bad")
+
+
+def test_files_for_another_user(sb: gvx.Sandbox, tmp_path: Path) -> None:
+    """An agent running as a non-root user owns the task files it is given."""
+    sb.write_file("/home/agent/task.md", "fix the bug\n", make_parents=True, owner="nobody")
+    info = sb.stat("/home/agent/task.md")
+    assert (info.uid, info.gid, info.permissions) == (65534, 65534, 0o644)
+    assert sb.exec("stat -c %u:%g /home/agent /home/agent/task.md").stdout == "65534:65534\n65534:65534\n"
+    assert sb.exec("echo done >> task.md && cat task.md", user="nobody", cwd="/home/agent").stdout == "fix the bug\ndone\n"
+    owners: list[tuple[Union[int, str], str]] = [(1000, "1000 0"), ("1000:1000", "1000 1000"), ("nobody:root", "65534 0"), ("0", "0 0")]
+    for owner, ids in owners:
+        sb.write_file("/tmp/owned", "x", owner=owner)
+        assert sb.exec("ls -ln /tmp/owned").stdout.split()[2:4] == ids.split(), owner
+    # Without an owner, a replaced file is root's again: it is a new file.
+    sb.write_file("/tmp/owned", "x")
+    assert sb.stat("/tmp/owned").uid == 0
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "mod.py").write_text("x = 1\n")
+    (repo / "link").symlink_to("pkg/mod.py")
+    sb.upload(repo, "/home/agent/repo", owner="nobody")
+    r = sb.exec("find /home/agent/repo -exec stat -c '%u:%g %n' {} + | sort", check=True)
+    assert r.stdout.splitlines() == [f"65534:65534 /home/agent/repo{p}" for p in ["", "/link", "/pkg", "/pkg/mod.py"]]
+    local = tmp_path / "data.bin"
+    local.write_bytes(b"data")
+    sb.upload(local, "/home/agent/data.bin", owner=1000)
+    assert sb.exec("stat -c %u /home/agent/data.bin").stdout == "1000\n"
+
+    with pytest.raises(gvx.InvalidArgumentError, match=r"owner: user \"ghost\" is not in the image's /etc/passwd; use a numeric uid"):
+        sb.write_file("/tmp/ghost", "x", owner="ghost")
+    with pytest.raises(gvx.InvalidArgumentError, match=r"group \"ghosts\" is not in the image's /etc/group"):
+        sb.upload(repo, "/tmp/ghosts", owner="nobody:ghosts")
+    assert not sb.exists("/tmp/ghost") and not sb.exists("/tmp/ghosts")
+    bad_owners: list[Union[int, str]] = [-1, 1 << 32, "", True]
+    for bad in bad_owners:
+        with pytest.raises(gvx.InvalidArgumentError, match="owner="):
+            sb.write_file("/tmp/x", "x", owner=bad)
 
 
 def test_a_full_sandbox_says_so_and_lives_on(tmp_path: Path) -> None:

@@ -142,20 +142,42 @@ func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileReq
 	if mode == 0 {
 		mode = 0o644
 	}
+	owner, err := b.owner(req.Owner)
+	if err != nil {
+		return control.FileInfo{}, err
+	}
 	if req.MakeParents {
-		if err := b.sb.MkdirAll(ctx, path.Dir(req.Path)); err != nil {
+		if err := b.sb.MkdirAll(ctx, path.Dir(req.Path), owner); err != nil {
 			return control.FileInfo{}, err
 		}
 	}
-	if _, err := b.sb.WriteFileFrom(ctx, req.Path, r, mode); err != nil {
+	if _, err := b.sb.WriteFileFrom(ctx, req.Path, r, mode, owner); err != nil {
 		return control.FileInfo{}, err
 	}
 	return b.Stat(ctx, req.Path)
 }
 
+// owner resolves a request's owner as Exec resolves its user. "" is nil:
+// root, or an archive's owners.
+func (b *sandboxBackend) owner(spec string) (*sentry.Owner, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	u, err := lookupUser(spec, b.passwd, b.group)
+	if err != nil {
+		return nil, control.Errorf(control.CodeInvalid, "owner: %v", err)
+	}
+	return &sentry.Owner{UID: u.UID, GID: u.GID}, nil
+}
+
 // CopyIn implements control.Backend.CopyIn.
-func (b *sandboxBackend) CopyIn(ctx context.Context, dir string, r io.Reader) (control.CopyResult, error) {
-	st, err := b.sb.CopyIn(ctx, dir, r)
+func (b *sandboxBackend) CopyIn(ctx context.Context, req control.CopyInRequest, r io.Reader) (control.CopyResult, error) {
+	owner, err := b.owner(req.Owner)
+	if err != nil {
+		return control.CopyResult{}, err
+	}
+	dir := req.Path
+	st, err := b.sb.CopyIn(ctx, dir, r, owner)
 	if errors.Is(err, sentry.ErrBadArchive) {
 		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "copying into %s (after %d entries): %v", dir, st.Entries, err)
 	}
