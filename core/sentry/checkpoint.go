@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -22,6 +23,7 @@ import (
 	"gvisor.dev/gvisor/pkg/sentry/inet"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
 	"gvisor.dev/gvisor/pkg/sentry/pgalloc"
+	"gvisor.dev/gvisor/pkg/sentry/socket/netfilter"
 	"gvisor.dev/gvisor/pkg/sentry/socket/netstack"
 	sentrytime "gvisor.dev/gvisor/pkg/sentry/time"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
@@ -69,6 +71,8 @@ type snapshotMeta struct {
 	// InitStreams are init's standard descriptors that are host files,
 	// which Restore binds to the new process's streams.
 	InitStreams []int `json:"init_streams,omitempty"`
+	// Annotations are the caller's (CheckpointOptions.Annotations).
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // imageFingerprint identifies an EROFS image cheaply: its size and a hash
@@ -118,6 +122,21 @@ type CheckpointOptions struct {
 	// the state the snapshot refers to. A sandbox with volumes must be
 	// stopped; without Stop the guest runs on after the snapshot.
 	Stop bool
+	// Annotations travel in the snapshot; the restored sandbox's
+	// RestoredAnnotations returns them.
+	Annotations map[string]string
+}
+
+// refusal is a state of the sandbox that a snapshot cannot hold. It is an
+// invalid argument (errors.Is(err, fs.ErrInvalid)): the caller can change
+// the state and try again.
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string        { return "sentry: cannot checkpoint: " + e.msg }
+func (e *refusal) Is(target error) bool { return target == fs.ErrInvalid }
+
+func refuse(format string, args ...any) error {
+	return &refusal{msg: fmt.Sprintf(format, args...)}
 }
 
 // Checkpoint writes a snapshot of the running sandbox to w. The guest is
@@ -154,10 +173,10 @@ func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
 		return err
 	}
 	if len(s.volumes) > 0 && !opts.Stop {
-		return fmt.Errorf("sentry: a sandbox with volumes is checkpointed with Stop, so their images keep the snapshot's state; the guest cannot run on")
+		return refuse("a sandbox with volumes is checkpointed with Stop, so their images keep the snapshot's state; the guest cannot run on")
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	meta := snapshotMeta{Version: snapshotVersion, Image: s.image, NFTables: s.cfg.NFTables, InitStreams: s.init.stdio.imported}
+	meta := snapshotMeta{Version: snapshotVersion, Image: s.image, NFTables: s.cfg.NFTables, InitStreams: s.init.stdio.imported, Annotations: opts.Annotations}
 	if err := writeSnapshotHeader(bw, meta); err != nil {
 		return err
 	}
@@ -212,10 +231,10 @@ func (s *Sandbox) checkpointableLocked() error {
 		}
 	}
 	if running > 0 {
-		return fmt.Errorf("sentry: %d exec'd processes are still running; wait for them or kill them before a checkpoint", running)
+		return refuse("%d exec'd processes are still running; wait for them or kill them first", running)
 	}
 	if st := s.init.stdio; st.tty != nil || len(st.outputs) > 0 || (st.input != nil && st.input.src != nil && !st.input.finished()) {
-		return fmt.Errorf("sentry: init's standard streams are a terminal or are relayed to a regular file or an in-process reader or writer; a sandbox to checkpoint needs an init whose streams are pipes, sockets or /dev/null")
+		return refuse("init's standard streams are a terminal or are relayed to a regular file or an in-process reader or writer; a sandbox to checkpoint needs an init whose streams are pipes, sockets or /dev/null")
 	}
 	return nil
 }
@@ -261,8 +280,9 @@ func readSnapshotHeader(r io.Reader) (snapshotMeta, error) {
 	return meta, nil
 }
 
-// RestoreStdio is the restored init's standard streams. A nil stream is
-// /dev/null.
+// RestoreStdio is the restored init's standard streams: pipes, sockets or
+// terminals (the snapshot's init holds a stream, not a file with an
+// offset). A nil stream is /dev/null.
 type RestoreStdio struct {
 	Stdin, Stdout, Stderr *os.File
 }
@@ -299,7 +319,7 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 	if err := initGlobal(); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{image: fp, cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
+	s := &Sandbox{image: fp, restoredAnnotations: meta.Annotations, cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
 	if err := claimProcess(s); err != nil {
 		return nil, err
 	}
@@ -386,7 +406,7 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 		pgalloc.CtxMemoryFileMap:      make(map[checkpoint.ResourceID]*pgalloc.MemoryFile),
 		ext4fs.CtxRestoreVolumes:      restoreVolumes,
 	})
-	netArgs := restoreNetwork{configure: cfg.ConfigureNetwork}
+	netArgs := restoreNetwork{configure: cfg.ConfigureNetwork, nftables: cfg.NFTables}
 	clocks := sentrytime.NewCalibratedClocks(false /* monotonicRawEnabled */)
 	fdsTaken = true
 	if err := k.LoadFrom(ctx, br, nil, nil, netArgs, clocks, &vfs.CompleteRestoreOptions{}, nil); err != nil {
@@ -444,6 +464,10 @@ func restoreError(err error) error {
 	return fmt.Errorf("sentry: restoring the kernel (is the snapshot complete, and from this build of gvx?): %s", msg)
 }
 
+// RestoredAnnotations returns the annotations of the snapshot the sandbox
+// was restored from (CheckpointOptions.Annotations), or nil.
+func (s *Sandbox) RestoredAnnotations() map[string]string { return s.restoredAnnotations }
+
 // stdioFD returns a close-on-exec descriptor for the restored init's
 // stream i: f's, or /dev/null's.
 func stdioFD(f *os.File, i int) (int, error) {
@@ -455,7 +479,7 @@ func stdioFD(f *os.File, i int) (int, error) {
 		return fd, nil
 	}
 	if isRegular(f) {
-		return -1, fmt.Errorf("sentry: the restored init's stream %d is a regular file; give it a pipe, a socket or nil for /dev/null", i)
+		return -1, fmt.Errorf("sentry: the restored init's stream %d is a regular file; give it a pipe (and copy the pipe to the file), a socket, or nil for /dev/null", i)
 	}
 	fd, err := dupFile(f)
 	if err != nil {
@@ -464,12 +488,15 @@ func stdioFD(f *os.File, i int) (int, error) {
 	return fd, nil
 }
 
-// restoreNetwork re-creates the root network stack's interfaces after the
-// kernel is decoded, as New did at boot.
+// restoreNetwork re-creates the root network stack's interfaces and
+// packet filter tables after the kernel is decoded, as New did at boot.
+// gVisor's snapshot holds neither: interfaces are the host's to give, and
+// netfilter rules are not savable; both start as at boot.
 //
 // restoreNetwork implements inet.NetworkArgs.
 type restoreNetwork struct {
 	configure func(*stack.Stack) error
+	nftables  bool
 }
 
 // ConfigureNetwork implements inet.NetworkArgs.ConfigureNetwork.
@@ -477,6 +504,12 @@ func (n restoreNetwork) ConfigureNetwork(s inet.Stack) error {
 	ns, ok := s.(*netstack.Stack)
 	if !ok {
 		return fmt.Errorf("sentry: the restored network stack is a %T, not gVisor's netstack", s)
+	}
+	if ns.Stack.IPTables() == nil {
+		ns.Stack.SetIPTables(netfilter.DefaultLinuxTables(ns.Stack.Clock(), ns.Stack.InsecureRNG()))
+	}
+	if n.nftables && ns.Stack.NFTables() == nil {
+		ns.Stack.SetNFTables(nftables.NewNFTables(ns.Stack, ns.Stack.Clock(), ns.Stack.SecureRNG()))
 	}
 	if err := addLoopback(ns.Stack); err != nil {
 		return err

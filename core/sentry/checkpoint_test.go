@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -88,7 +89,7 @@ func TestCheckpointRestoreContinuesTheGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Checkpoint(f, CheckpointOptions{}); err != nil {
+	if err := s.Checkpoint(f, CheckpointOptions{Annotations: map[string]string{"hook": "state"}}); err != nil {
 		t.Fatalf("Checkpoint: %v", err)
 	}
 	if err := f.Close(); err != nil {
@@ -119,6 +120,9 @@ func TestCheckpointRestoreContinuesTheGuest(t *testing.T) {
 		t.Fatalf("Restore: %v", err)
 	}
 	defer r.Close()
+	if got := r.RestoredAnnotations()["hook"]; got != "state" {
+		t.Errorf("restored annotation %q, want %q", got, "state")
+	}
 
 	// The restored shell writes its next steps to the new stdout,
 	// counting on from where it was saved, not from 1.
@@ -160,7 +164,7 @@ func TestCheckpointRefusesWhatASnapshotCannotHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = s.Checkpoint(&bytes.Buffer{}, CheckpointOptions{})
-		if err == nil || !strings.Contains(err.Error(), "exec'd processes are still running") {
+		if !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "exec'd processes are still running") {
 			t.Fatalf("Checkpoint with a running exec = %v; want a refusal naming it", err)
 		}
 		p.Kill()
@@ -176,7 +180,7 @@ func TestCheckpointRefusesWhatASnapshotCannotHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := s.Checkpoint(&bytes.Buffer{}, CheckpointOptions{})
-		if err == nil || !strings.Contains(err.Error(), "standard streams") {
+		if !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "standard streams") {
 			t.Fatalf("Checkpoint of an init writing to a Go writer = %v; want a refusal naming its streams", err)
 		}
 	})
@@ -377,5 +381,27 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCheckpointRefusesAnOpenDeletedFile: a volume file deleted while a
+// guest process holds it open lives only in this process, so a snapshot
+// cannot hold it; the refusal says so and the sandbox runs on.
+func TestCheckpointRefusesAnOpenDeletedFile(t *testing.T) {
+	dir := volumeDir(t)
+	img := newTestVolume(t, dir, 64<<20)
+	s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
+	spec := sh(`exec 4>/data/gone; rm /data/gone; touch /data/ready; exec sleep 1000`)
+	spec.Stdout, spec.Stderr = devNull(t), devNull(t)
+	if _, err := s.Start(spec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the file to be deleted", func() bool { _, err := s.Stat(t.Context(), "/data/ready"); return err == nil })
+	err := s.Checkpoint(&bytes.Buffer{}, CheckpointOptions{Stop: true})
+	if !errors.Is(err, fs.ErrInvalid) || !strings.Contains(err.Error(), "deleted while a guest process still has it open") {
+		t.Fatalf("Checkpoint with an open deleted file = %v; want a refusal that names it", err)
+	}
+	if res := execAndWait(t, s, sh("echo alive")); res.stdout != "alive\n" {
+		t.Fatalf("the sandbox after the refusal: %+v", res)
 	}
 }

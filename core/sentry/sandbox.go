@@ -53,6 +53,8 @@ type Sandbox struct {
 	oom      *oomKiller // nil without a memory limit
 	// image identifies the root image in snapshots.
 	image imageFingerprint
+	// restoredAnnotations are those of the snapshot s was restored from.
+	restoredAnnotations map[string]string
 
 	// killed is closed when Close starts killing the guest; relays stop
 	// waiting for output then.

@@ -3,6 +3,7 @@ package ext4fs
 import (
 	stdcontext "context"
 	"fmt"
+	iofs "io/fs"
 
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/context"
@@ -53,7 +54,7 @@ func (fs *filesystem) PrepareSave(ctx context.Context) error {
 			return fmt.Errorf("ext4fs: volume %q, inode %d: %w", fs.volKey, i.ino, err)
 		}
 		if st.Nlink == 0 {
-			return fmt.Errorf("ext4fs: volume %q has a file that was deleted while a guest process still has it open (inode %d); a snapshot cannot hold it, so close it first", fs.volKey, i.ino)
+			return fmt.Errorf("ext4fs: volume %q has a file that was deleted while a guest process still has it open (inode %d); a snapshot cannot hold it, so close it first: %w", fs.volKey, i.ino, iofs.ErrInvalid)
 		}
 	}
 	if fs.vol.readOnly {
