@@ -412,6 +412,17 @@ func (c *Client) CopyOut(ctx context.Context, path string, w io.Writer) (CopyRes
 	return res, c.wait(ctx, id, call, &res)
 }
 
+// Checkpoint writes a snapshot of the sandbox to w; see CheckpointRequest.
+func (c *Client) Checkpoint(ctx context.Context, req CheckpointRequest, w io.Writer) (CheckpointResult, error) {
+	call := &clientCall{file: w}
+	id, err := c.start(MethodCheckpoint, req, call)
+	if err != nil {
+		return CheckpointResult{}, err
+	}
+	var res CheckpointResult
+	return res, c.wait(ctx, id, call, &res)
+}
+
 // Stat describes a file in the sandbox.
 func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
 	var info FileInfo

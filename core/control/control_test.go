@@ -30,6 +30,7 @@ type testBackend struct {
 	nextPID int
 	initSig chan int
 	started []*testProcess
+	stopped bool // the last checkpoint asked to stop
 }
 
 func newTestBackend() *testBackend {
@@ -153,6 +154,19 @@ func (b *testBackend) CopyOut(ctx context.Context, path string, w io.Writer) (Co
 	}
 	n, err := w.Write(data)
 	return CopyResult{Entries: 1, Bytes: int64(n)}, err
+}
+
+// Checkpoint sends the "file" snapshot; Stop records the request.
+func (b *testBackend) Checkpoint(ctx context.Context, req CheckpointRequest, w io.Writer) (CheckpointResult, error) {
+	b.mu.Lock()
+	data, ok := b.files["snapshot"]
+	b.stopped = req.Stop
+	b.mu.Unlock()
+	if !ok {
+		return CheckpointResult{}, Errorf(CodeInvalid, "checkpoint: nothing to save")
+	}
+	n, err := w.Write(data)
+	return CheckpointResult{Bytes: int64(n)}, err
 }
 
 func (b *testBackend) Stat(ctx context.Context, path string) (FileInfo, error) {
@@ -648,3 +662,34 @@ func TestServerGoneFailsCalls(t *testing.T) {
 type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestCheckpointStream carries a snapshot of several frames to the client
+// and the Stop flag to the backend; a backend's refusal is the request's
+// error.
+func TestCheckpointStream(t *testing.T) {
+	b := newTestBackend()
+	c, _ := serve(t, b)
+	ctx := context.Background()
+	if _, err := c.Checkpoint(ctx, CheckpointRequest{}, io.Discard); !IsCode(err, CodeInvalid) {
+		t.Fatalf("checkpoint the backend refuses: %v", err)
+	}
+	snap := make([]byte, 2*MaxData+3)
+	rand.Read(snap)
+	b.mu.Lock()
+	b.files["snapshot"] = snap
+	b.mu.Unlock()
+	var got bytes.Buffer
+	res, err := c.Checkpoint(ctx, CheckpointRequest{Stop: true}, &got)
+	if err != nil || res.Bytes != int64(len(snap)) || !bytes.Equal(got.Bytes(), snap) {
+		t.Fatalf("checkpoint: %+v %v, %d bytes of %d", res, err, got.Len(), len(snap))
+	}
+	b.mu.Lock()
+	stopped := b.stopped
+	b.mu.Unlock()
+	if !stopped {
+		t.Error("the backend did not see Stop")
+	}
+	if _, err := c.Checkpoint(ctx, CheckpointRequest{}, failingWriter{}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Errorf("checkpoint into a failing writer: %v", err)
+	}
+}

@@ -87,6 +87,8 @@ const (
 	MethodStats     = "stats"
 	MethodCopyIn    = "copy_in"
 	MethodCopyOut   = "copy_out"
+	// MethodCheckpoint streams a snapshot of the sandbox on StreamFile.
+	MethodCheckpoint = "checkpoint"
 )
 
 // Error codes.
@@ -240,6 +242,25 @@ type CopyInRequest struct {
 	// root's): "uid[:gid]" or "name[:group]", resolved as ExecRequest.User
 	// is.
 	Owner string `json:"owner,omitempty"`
+}
+
+// CheckpointRequest asks for a snapshot of the running sandbox, which
+// `rungv run --restore` continues in a new process. The snapshot follows
+// as data frames on StreamFile ending with FlagEOF.
+type CheckpointRequest struct {
+	// Stop ends the sandbox once the snapshot is written, without letting
+	// the guest run again; a sandbox with volumes must stop, so that their
+	// images keep the snapshot's state (clone them for each restore).
+	Stop bool `json:"stop,omitempty"`
+}
+
+// CheckpointResult describes a written snapshot.
+type CheckpointResult struct {
+	// Bytes is the snapshot's size.
+	Bytes int64 `json:"bytes"`
+	// Hook is what the image's snapshot hook saved for its restore
+	// (empty if the image has none); it travels inside the snapshot.
+	Hook string `json:"hook,omitempty"`
 }
 
 // CopyResult counts what CopyIn or CopyOut moved.

@@ -43,6 +43,8 @@ type Backend interface {
 	Shutdown(ctx context.Context, grace time.Duration) error
 	// Stats reports the sandbox's resource use.
 	Stats(ctx context.Context) (Stats, error)
+	// Checkpoint writes a snapshot of the sandbox to w.
+	Checkpoint(ctx context.Context, req CheckpointRequest, w io.Writer) (CheckpointResult, error)
 }
 
 // Stdio are a command's standard streams.
@@ -73,6 +75,25 @@ type Server struct {
 	// returns is called once the request's work is done, before the answer
 	// is sent. rungv uses it to learn when the sandbox has gone quiet.
 	Track func() (end func())
+
+	// answering counts requests whose answers are not sent yet.
+	answering sync.WaitGroup
+}
+
+// WaitAnswered waits up to timeout for every request in progress to be
+// answered. A sandbox that ends calls it before it stops serving, so that
+// the request that ended it (a checkpoint that stops it, a shutdown) gets
+// its answer.
+func (s *Server) WaitAnswered(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		s.answering.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
 }
 
 // NewServer returns a server for b.
@@ -171,8 +192,10 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 				continue
 			}
 			wg.Add(1)
+			s.answering.Add(1)
 			go func() {
 				defer wg.Done()
+				defer s.answering.Done()
 				sc.handle(ctx, m, call)
 			}()
 		case kindData:
@@ -339,6 +362,17 @@ func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall)
 		}
 		w := &streamWriter{fw: sc.fw, id: m.ID, stream: StreamFile}
 		res, err := b.CopyOut(ctx, req.Path, w)
+		if err != nil {
+			return nil, err
+		}
+		return res, w.eof()
+	case MethodCheckpoint:
+		var req CheckpointRequest
+		if err := decodeParams(m.Params, &req); err != nil {
+			return nil, err
+		}
+		w := &streamWriter{fw: sc.fw, id: m.ID, stream: StreamFile}
+		res, err := b.Checkpoint(ctx, req, w)
 		if err != nil {
 			return nil, err
 		}
