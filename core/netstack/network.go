@@ -34,6 +34,33 @@ type Network struct {
 	closed   bool
 	nat      *nat
 	wire     [2]*wireEnd // guest end, NAT end
+	// held keeps the published ports' serve loops from starting until
+	// Release; guest is the stack they will serve.
+	held  bool
+	guest *stack.Stack
+}
+
+// Hold makes Attach leave the published ports unserved until Release:
+// their listeners queue connections meanwhile. A restored sandbox uses it
+// so that nothing reaches the guest before it is ready (its snapshot hook
+// has run).
+func (n *Network) Hold() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.held = true
+}
+
+// Release starts serving the published ports that Hold kept back.
+func (n *Network) Release() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.held {
+		return
+	}
+	n.held = false
+	if n.attached && !n.closed {
+		n.serveLocked(n.guest)
+	}
 }
 
 // New validates cfg and opens everything on the host the network will
@@ -98,6 +125,18 @@ func (n *Network) Attach(s *stack.Stack) error {
 		}
 	}
 	n.attached = true
+	n.guest = s
+	if n.held {
+		return nil
+	}
+	n.serveLocked(s)
+	return nil
+}
+
+// serveLocked starts the published ports' serve loops into s.
+//
+// Preconditions: n.mu is held; n is attached.
+func (n *Network) serveLocked(s *stack.Stack) {
 	targets := []tcpip.Address{guestLoopback}
 	if n.cfg.Mode == ModeNAT {
 		targets = append(targets, tcpipAddr(GuestAddr))
@@ -113,7 +152,6 @@ func (n *Network) Attach(s *stack.Stack) error {
 			n.drain.wg.Done()
 		}
 	}
-	return nil
 }
 
 // attachNATLocked creates the wire, eth0 on s and the NAT stack.

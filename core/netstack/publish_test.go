@@ -243,3 +243,34 @@ func TestDrainDeliversWhatTheGuestWroteLast(t *testing.T) {
 		t.Error("the published socket still accepts after Drain")
 	}
 }
+
+// TestHoldKeepsPublishedPortsUntilRelease: a held network accepts a
+// client's connection but relays nothing into the guest until Release; the
+// connection is then served, not lost.
+func TestHoldKeepsPublishedPortsUntilRelease(t *testing.T) {
+	n, err := New(Config{Logf: t.Logf, Publish: []Publish{{HostAddr: netip.MustParseAddrPort("127.0.0.1:0"), GuestPort: 2375}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	n.Hold()
+	g := newGuestStack(t)
+	if err := n.Attach(g); err != nil {
+		t.Fatal(err)
+	}
+	guestEcho(t, g, 2375, "ready:")
+	c, err := net.Dial("tcp", n.Published()[0].HostAddr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if b, err := c.Read(make([]byte, 10)); err == nil {
+		t.Fatalf("a held port relayed %d bytes before Release", b)
+	}
+	n.Release()
+	c.SetReadDeadline(time.Time{})
+	if got := exchange(t, c.(stream), "hi"); got != "ready:hi" {
+		t.Fatalf("after Release: %q", got)
+	}
+}
