@@ -19,6 +19,16 @@ type Config struct {
 	StopSignal   string            `json:"StopSignal,omitempty"`
 }
 
+// SnapshotHookLabel names, in an image's labels, an executable in the
+// image that carries guest state a gvx snapshot cannot: gVisor's snapshot
+// keeps processes, memory and files, but the network interfaces the
+// guest made (a Docker bridge) and its netfilter rules start afresh in a
+// restored sandbox. rungv runs `HOOK save` in the guest, as root, before a
+// checkpoint; what it prints travels inside the snapshot and is the stdin
+// of `HOOK restore`, run right after a restore, before the sandbox's
+// control endpoint answers.
+const SnapshotHookLabel = "dev.gfire.gvx.snapshot-hook"
+
 // ConfigFrom extracts the runtime configuration of an image config file.
 func ConfigFrom(cf *v1.ConfigFile) Config {
 	c := cf.Config

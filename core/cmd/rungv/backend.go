@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +28,11 @@ type sandboxBackend struct {
 	group    []byte
 	// stop asks the run command to shut the sandbox down gracefully.
 	stop func(grace time.Duration)
+	// snapshotHook is the image's snapshot hook, or "" (see
+	// image.SnapshotHookLabel).
+	snapshotHook string
+	// stoppedBySnapshot is set once a checkpoint ended the sandbox.
+	stoppedBySnapshot atomic.Bool
 }
 
 var _ control.Backend = (*sandboxBackend)(nil)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/exetrim"
 	"z.gfire.dev/gvx/core/lockdown"
 	"z.gfire.dev/gvx/core/sentry"
@@ -49,6 +50,7 @@ type runFlags struct {
 	allowSUID   bool
 	control     string
 	keepAlive   bool
+	restore     string
 	quiet       bool
 	debug       bool
 	trapSeccomp bool
@@ -74,7 +76,8 @@ signal N killed it).`,
 		Example: `  rungv run busybox echo hello
   rungv run -e A=1 -w /tmp -u 1000 --memory 512m oci:./img:latest sh -c 'id; pwd'
   rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest
-  rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest`,
+  rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest
+  rungv run --restore ready.snap --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseDockerOnlyFlags(cmd.Flags()); err != nil {
@@ -124,6 +127,7 @@ signal N killed it).`,
 	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")
 	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
+	fl.StringVar(&f.restore, "restore", "", "continue the sandbox saved in this snapshot (`rungv checkpoint`) instead of running a command; give the IMAGE, volumes (clones of the saved images) and network flags it was saved with")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
 	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
 	addMountFlags(fl, &f.mounts)
@@ -164,8 +168,13 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			return errors.New("--keep-alive without --control leaves no way in: add --control unix:PATH")
 		}
 	}
+	if f.restore != "" && (entrypoint != nil || len(args) > 0 || f.tty || f.keepAlive) {
+		return errors.New("--restore continues the snapshot's own init: give no COMMAND, --entrypoint, -t or --keep-alive")
+	}
+	// With --keep-alive or --restore there is no command to run, but
+	// execs still take their defaults from the image.
 	spec, err := resolveCommand(img.Config, entrypoint, args, f.env, f.envFiles, f.workdir, f.user)
-	if err != nil && !f.keepAlive {
+	if err != nil && !f.keepAlive && f.restore == "" {
 		return err
 	}
 
@@ -188,6 +197,13 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return fmt.Errorf("opening the image's root filesystem: %w (try `rungv rmi %s` and pull again)", err, img.ShortID())
 	}
 	defer erofsFile.Close()
+	var snapshot *os.File
+	if f.restore != "" {
+		if snapshot, err = os.Open(f.restore); err != nil {
+			return fmt.Errorf("--restore: %w", err)
+		}
+		defer snapshot.Close()
+	}
 	ctl, err := openControl(f.control)
 	if err != nil {
 		return err
@@ -215,62 +231,52 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if f.debug {
 		cfg.LogWriter, cfg.Debug = os.Stderr, true
 	}
-	sb, err := sentry.New(cfg)
+	var outs outputPipes
+	stdout, stderr, releaseStreams, err := outs.initStreams()
 	if err != nil {
+		return err
+	}
+	defer releaseStreams()
+	// Registered before the sandbox's Close, so it runs after it: the
+	// copies to regular files end once the sandbox lets go of the pipes.
+	defer outs.wait(outputDrainTimeout)
+
+	var sb *sentry.Sandbox
+	var p *sentry.Process
+	if snapshot != nil {
+		// Nothing reaches the restored guest before its snapshot hook
+		// has run (see below).
+		nw.Hold()
+		var stdin *os.File
+		if f.interactive {
+			stdin = os.Stdin
+		}
+		if sb, err = sentry.Restore(cfg, snapshot, sentry.RestoreStdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}); err != nil {
+			return err
+		}
+		p = sb.Init()
+	} else if sb, err = sentry.New(cfg); err != nil {
 		return err
 	}
 	defer sb.Close()
-	nw.prepareGuest(ctx, sb)
 
 	passwd, _ := sb.ReadFile(ctx, "/etc/passwd")
 	group, _ := sb.ReadFile(ctx, "/etc/group")
-	u, err := lookupUser(spec.User, passwd, group)
-	if err != nil {
-		return err
-	}
-	init := sentry.ProcessSpec{
-		Argv:   spec.Argv,
-		Env:    withHome(spec.Env, u.Home),
-		Cwd:    spec.Cwd,
-		UID:    u.UID,
-		GID:    u.GID,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		TTY:    f.tty,
-	}
-	if f.interactive || f.tty {
-		init.Stdin = os.Stdin
-	}
-	if f.tty {
-		init.Env = mergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
-	}
-	var p *sentry.Process
-	if f.keepAlive {
-		p, err = sb.StartIdle()
-	} else {
-		p, err = sb.Start(init)
-	}
-	if err != nil {
-		// Exit statuses as docker run's: 127 not found, 126 not runnable.
-		err = execError(init.Argv[0], err)
-		switch {
-		case control.IsCode(err, control.CodeNotFound):
-			fmt.Fprintln(os.Stderr, "rungv:", err)
-			return exitError(127)
-		case control.IsCode(err, control.CodePermission):
-			fmt.Fprintln(os.Stderr, "rungv:", err)
-			return exitError(126)
+	if p == nil {
+		if p, err = startInit(ctx, sb, nw, f, spec, passwd, group, stdout, stderr); err != nil {
+			return err
 		}
-		return err
 	}
+	releaseStreams()
 
 	stopper := newStopper(sb, p, f.stopTimeout)
 	backend := &sandboxBackend{
-		sb:       sb,
-		defaults: spec,
-		passwd:   passwd,
-		group:    group,
-		stop:     stopper.stop,
+		sb:           sb,
+		defaults:     spec,
+		passwd:       passwd,
+		group:        group,
+		stop:         stopper.stop,
+		snapshotHook: img.Config.Labels[image.SnapshotHookLabel],
 		info: control.SandboxInfo{
 			ID:       sandboxID(),
 			PID:      os.Getpid(),
@@ -281,6 +287,12 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			Rungv:    version,
 			Ports:    nw.ports(),
 		},
+	}
+	if snapshot != nil {
+		if err := backend.restoreHook(ctx); err != nil {
+			return err
+		}
+		nw.Release()
 	}
 	if f.selftest {
 		violateLockdown()
@@ -312,10 +324,19 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		select {
 		case <-p.Done():
 			st, err := p.Wait()
-			stopServing()
 			nw.Drain(publishedDrainTimeout)
 			if err := sb.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, "rungv:", err)
+			}
+			// The request that ended the sandbox (a checkpoint that
+			// stops it, a shutdown) still gets its answer.
+			srv.WaitAnswered(answerDrainTimeout)
+			stopServing()
+			if backend.stoppedBySnapshot.Load() {
+				if !f.quiet {
+					fmt.Fprintln(os.Stderr, "rungv: checkpointed; the sandbox stopped (continue it with rungv run --restore)")
+				}
+				return nil
 			}
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "rungv: copying the command's output:", err)
@@ -342,6 +363,52 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	}
 }
 
+// startInit starts the sandbox's init: the command (spec) as its user, or
+// the idle init with --keep-alive.
+func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runFlags, spec processSpec, passwd, group []byte, stdout, stderr *os.File) (*sentry.Process, error) {
+	nw.prepareGuest(ctx, sb)
+	u, err := lookupUser(spec.User, passwd, group)
+	if err != nil {
+		return nil, err
+	}
+	init := sentry.ProcessSpec{
+		Argv:   spec.Argv,
+		Env:    withHome(spec.Env, u.Home),
+		Cwd:    spec.Cwd,
+		UID:    u.UID,
+		GID:    u.GID,
+		Stdout: stdout,
+		Stderr: stderr,
+		TTY:    f.tty,
+	}
+	if f.interactive || f.tty {
+		init.Stdin = os.Stdin
+	}
+	if f.tty {
+		init.Env = mergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
+	}
+	var p *sentry.Process
+	if f.keepAlive {
+		p, err = sb.StartIdle()
+	} else {
+		p, err = sb.Start(init)
+	}
+	if err != nil {
+		// Exit statuses as docker run's: 127 not found, 126 not runnable.
+		err = execError(init.Argv[0], err)
+		switch {
+		case control.IsCode(err, control.CodeNotFound):
+			fmt.Fprintln(os.Stderr, "rungv:", err)
+			return nil, exitError(127)
+		case control.IsCode(err, control.CodePermission):
+			fmt.Fprintln(os.Stderr, "rungv:", err)
+			return nil, exitError(126)
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
 // spinEnv sets --spin for rungv processes whose command line does not.
 const spinEnv = "GVX_SPIN"
 
@@ -355,6 +422,14 @@ const idleTrimEnv = "GVX_IDLE_TRIM"
 // sandboxes 13% slower when it trimmed after 1 s. A sandbox left idle for
 // longer, in a warm pool or a paused episode, gives its mappings back.
 const defaultIdleTrim = 30 * time.Second
+
+// answerDrainTimeout bounds how long an ending sandbox waits for the
+// control requests in progress to be answered.
+const answerDrainTimeout = 2 * time.Second
+
+// outputDrainTimeout bounds how long an exiting rungv waits for init's
+// output to reach the regular files its stdout and stderr are.
+const outputDrainTimeout = 5 * time.Second
 
 // publishedDrainTimeout bounds how long an exiting sandbox waits for its
 // published connections to deliver what the guest wrote before it exited

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/sentry"
+)
+
+// snapshotHookAnnotation is the snapshot annotation holding the save
+// hook's output.
+const snapshotHookAnnotation = "hook"
+
+// maxHookOutput bounds what a save hook may print.
+const maxHookOutput = 4 << 20
+
+// Checkpoint implements control.Backend.Checkpoint.
+func (b *sandboxBackend) Checkpoint(ctx context.Context, req control.CheckpointRequest, w io.Writer) (control.CheckpointResult, error) {
+	var opts sentry.CheckpointOptions
+	opts.Stop = req.Stop
+	var saved string
+	if b.snapshotHook != "" {
+		out, err := b.runHook(ctx, "save", nil)
+		if err != nil {
+			return control.CheckpointResult{}, err
+		}
+		saved = out
+		opts.Annotations = map[string]string{snapshotHookAnnotation: saved}
+	}
+	cw := &countingWriter{w: w}
+	if req.Stop {
+		// Set first: init dies inside Checkpoint.
+		b.stoppedBySnapshot.Store(true)
+	}
+	if err := b.sb.Checkpoint(cw, opts); err != nil {
+		b.stoppedBySnapshot.Store(false)
+		return control.CheckpointResult{}, sandboxError(err)
+	}
+	return control.CheckpointResult{Bytes: cw.n, Hook: saved}, nil
+}
+
+// restoreHook gives the image's snapshot hook what it saved.
+func (b *sandboxBackend) restoreHook(ctx context.Context) error {
+	if b.snapshotHook == "" {
+		return nil
+	}
+	_, err := b.runHook(ctx, "restore", strings.NewReader(b.sb.RestoredAnnotations()[snapshotHookAnnotation]))
+	return err
+}
+
+// runHook runs the snapshot hook with one argument as root and returns its
+// output.
+func (b *sandboxBackend) runHook(ctx context.Context, arg string, stdin io.Reader) (string, error) {
+	var stdout, stderr bytes.Buffer
+	out := &limitedWriter{w: &stdout, n: maxHookOutput}
+	p, err := b.sb.Exec(ctx, sentry.ProcessSpec{
+		Argv:   []string{b.snapshotHook, arg},
+		Env:    b.defaults.Env,
+		Cwd:    "/",
+		Stdin:  stdin,
+		Stdout: out,
+		Stderr: &stderr,
+	})
+	if err != nil {
+		return "", control.Errorf(control.CodeInvalid, "the image's snapshot hook (%s=%s): %v", image.SnapshotHookLabel, b.snapshotHook, err)
+	}
+	st, err := p.Wait()
+	if err == nil && out.over {
+		err = fmt.Errorf("it printed more than %d bytes", maxHookOutput)
+	}
+	if err == nil && st.ExitCode() != 0 {
+		err = fmt.Errorf("exit status %d: %s", st.ExitCode(), strings.TrimSpace(stderr.String()))
+	}
+	if err != nil {
+		return "", control.Errorf(control.CodeInvalid, "the image's snapshot hook `%s %s` failed: %v", b.snapshotHook, arg, err)
+	}
+	return stdout.String(), nil
+}
+
+// sandboxError maps the Sentry's errors for a request on the sandbox.
+func sandboxError(err error) error {
+	switch {
+	case errors.Is(err, sentry.ErrStopped), errors.Is(err, sentry.ErrClosed):
+		return control.Errorf(control.CodeUnavailable, "%v", err)
+	case errors.Is(err, sentry.ErrNotStarted):
+		return control.Errorf(control.CodeInvalid, "%v", err)
+	}
+	return err
+}
+
+// countingWriter counts what passes to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// limitedWriter keeps the first n bytes and notes whether more came.
+type limitedWriter struct {
+	w    io.Writer
+	n    int
+	over bool
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if len(p) > l.n {
+		l.over = true
+		p = p[:l.n]
+	}
+	l.n -= len(p)
+	l.w.Write(p)
+	return len(p), nil
+}
+
+func newCheckpointCommand() *cobra.Command {
+	var controlAddr, output string
+	var stop bool
+	cmd := &cobra.Command{
+		Use:   "checkpoint --control unix:PATH -o FILE [--stop]",
+		Short: "Write a snapshot of a running sandbox, to continue it later with run --restore",
+		Long: `Checkpoint asks the sandbox serving the control endpoint for a snapshot:
+its kernel, every process with its memory, and the files of its root's writable
+layer. ` + "`rungv run --restore FILE IMAGE`" + ` continues it in a new process, where its
+programs go on without starting again (a ready dockerd answers at once).
+
+A sandbox with volumes must --stop: it ends once the snapshot is written, and each
+volume's image is then the snapshot's other half; restore each time with a clone
+(` + "`rungv volume clone`" + `). Without volumes the sandbox may run on.
+
+Not in a snapshot: running execs (refused: wait for them), host connections of
+NAT and published ports (re-made from the flags given to run --restore), and the
+network interfaces and netfilter rules the guest made, which an image carries
+with a snapshot hook (label ` + image.SnapshotHookLabel + `).`,
+		Example: `  rungv run --control unix:/tmp/seed.sock --nftables --net-raw \
+      --mount type=volume,src=golden.ext4,dst=/var/lib/docker oci:./docker:latest &
+  rungv checkpoint --control unix:/tmp/seed.sock --stop -o ready.snap
+  rungv volume clone golden.ext4 episode.ext4
+  rungv run --restore ready.snap --nftables --net-raw \
+      --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if controlAddr == "" || output == "" {
+				return errors.New("checkpoint needs --control unix:PATH (the sandbox's control endpoint) and -o FILE")
+			}
+			return checkpoint(cmd.Context(), controlAddr, output, stop)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&controlAddr, "control", "", "the sandbox's control endpoint, unix:PATH")
+	fl.StringVarP(&output, "output", "o", "", "the snapshot file to write")
+	fl.BoolVar(&stop, "stop", false, "end the sandbox once the snapshot is written (needed with volumes)")
+	return cmd
+}
+
+// checkpoint writes the snapshot next to output and renames it into place
+// once complete, so a failed checkpoint leaves no partial snapshot.
+func checkpoint(ctx context.Context, addr, output string, stop bool) error {
+	c, err := control.Dial(ctx, strings.TrimPrefix(addr, "unix:"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = c.Checkpoint(ctx, control.CheckpointRequest{Stop: stop}, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return os.Rename(tmp.Name(), output)
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// counterScript counts in its own memory and says each step on stdout.
+const counterScript = `i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 0.02; done`
+
+// TestCheckpointAndRestore runs a counter with its output going to a
+// regular file, snapshots it twice through `rungv checkpoint` (once
+// running on, once stopping), and continues it with `rungv run
+// --restore`: the restored counter goes on from the count it had, into
+// the new rungv's output.
+func TestCheckpointAndRestore(t *testing.T) {
+	img := testImage(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "box.sock")
+	log1 := filepath.Join(dir, "first.log")
+	out, err := os.Create(log1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "--control", "unix:"+sock, img, "sh", "-c", counterScript)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitTicks(t, log1, 5)
+
+	running := filepath.Join(dir, "running.snap")
+	if _, errOut, code := runCLI(t, "", "checkpoint", "--control", "unix:"+sock, "-o", running); code != 0 {
+		t.Fatalf("checkpoint: exit %d: %s", code, errOut)
+	}
+	before := waitTicks(t, log1, lastTick(t, log1)+3) // it runs on
+	stopped := filepath.Join(dir, "stopped.snap")
+	if _, errOut, code := runCLI(t, "", "checkpoint", "--control", "unix:"+sock, "--stop", "-o", stopped); code != 0 {
+		t.Fatalf("checkpoint --stop: exit %d: %s", code, errOut)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rungv after checkpoint --stop: %v; want exit 0 (%s)", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "checkpointed; the sandbox stopped") {
+		t.Errorf("rungv's stderr after checkpoint --stop: %q", stderr.String())
+	}
+	last := lastTick(t, log1)
+	if last < before {
+		t.Fatalf("the log ends at tick %d, before %d", last, before)
+	}
+
+	for _, snap := range []struct {
+		path string
+		from int
+	}{{running, 5}, {stopped, last}} {
+		log2 := filepath.Join(dir, filepath.Base(snap.path)+".log")
+		out2, err := os.Create(log2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--restore", snap.path, img)
+		var rerr strings.Builder
+		r.Stdout, r.Stderr = out2, &rerr
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		first := waitFirstTick(t, log2, &rerr)
+		r.Process.Kill()
+		r.Wait()
+		out2.Close()
+		if first < snap.from || first > snap.from+1 {
+			t.Errorf("%s: the restored counter starts at tick %d; want the saved count, %d (or the next)", filepath.Base(snap.path), first, snap.from)
+		}
+	}
+
+	// --restore continues the snapshot's init: a command is refused.
+	if _, errOut, code := runCLI(t, "", "run", "-q", "--restore", stopped, img, "echo", "hi"); code == 0 || !strings.Contains(errOut, "give no COMMAND") {
+		t.Errorf("--restore with a command: exit %d, %q", code, errOut)
+	}
+	// A file that is no snapshot.
+	if _, errOut, code := runCLI(t, "", "run", "-q", "--restore", log1, img); code == 0 || !strings.Contains(errOut, "not a gvx sandbox snapshot") {
+		t.Errorf("--restore of a log file: exit %d, %q", code, errOut)
+	}
+}
+
+func ticks(t *testing.T, path string) []int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n []int
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, err := strconv.Atoi(strings.TrimPrefix(line, "tick ")); err == nil && strings.HasPrefix(line, "tick ") {
+			n = append(n, v)
+		}
+	}
+	return n
+}
+
+func lastTick(t *testing.T, path string) int {
+	t.Helper()
+	n := ticks(t, path)
+	if len(n) == 0 {
+		return 0
+	}
+	return n[len(n)-1]
+}
+
+// waitTicks waits until path's last tick is at least n and returns it.
+func waitTicks(t *testing.T, path string, n int) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if last := lastTick(t, path); last >= n {
+			return last
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has not reached tick %d", path, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitFirstTick(t *testing.T, path string, stderr *strings.Builder) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if n := ticks(t, path); len(n) > 0 {
+			return n[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored sandbox wrote nothing to %s (stderr %q)", path, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
