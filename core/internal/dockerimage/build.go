@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"gvisor.dev/gvisor/pkg/cleanup"
 
+	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/flock"
 )
 
@@ -256,20 +257,23 @@ func composeLayer(ctx context.Context, r *Recipe, work, dst string) error {
 	return writeLayer(tree, dst, true)
 }
 
-// gvxLayer writes the layer of gvx's own files: the entrypoint.
+// gvxLayer writes the layer of gvx's own files: the entrypoint and the
+// snapshot hook.
 func gvxLayer(r *Recipe, work, dst string) error {
 	tree := filepath.Join(work, "gvx")
 	defer os.RemoveAll(tree)
-	script := filepath.Join(tree, EntrypointPath)
-	if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(script, []byte(r.Entrypoint), 0o755); err != nil {
-		return err
-	}
-	// WriteFile's mode is subject to the umask.
-	if err := os.Chmod(script, 0o755); err != nil {
-		return err
+	for path, content := range map[string]string{EntrypointPath: r.Entrypoint, SnapshotHookPath: r.SnapshotHook} {
+		script := filepath.Join(tree, path)
+		if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(script, []byte(content), 0o755); err != nil {
+			return err
+		}
+		// WriteFile's mode is subject to the umask.
+		if err := os.Chmod(script, 0o755); err != nil {
+			return err
+		}
 	}
 	return writeLayer(tree, dst, true)
 }
@@ -307,6 +311,7 @@ func assemble(r *Recipe, key string, compose ComposeKind, layerFiles []string) (
 			"org.opencontainers.image.title": "gvx Docker-in-gVisor (Debian " + r.Suite + ")",
 			"dev.gfire.gvx.dockerimage.key":  key,
 			"dev.gfire.gvx.compose":          string(compose),
+			image.SnapshotHookLabel:          SnapshotHookPath,
 		},
 	}
 	return mutate.ConfigFile(img, cf)

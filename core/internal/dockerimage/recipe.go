@@ -27,13 +27,22 @@ type Recipe struct {
 	ComposeFallback []string
 	// Entrypoint is the image's entrypoint script.
 	Entrypoint string
+	// SnapshotHook is the script that carries dockerd's bridges and
+	// netfilter rules through a gvx snapshot (image.SnapshotHookLabel).
+	SnapshotHook string
 }
 
 //go:embed gvx-dockerd.sh
 var entrypointScript string
 
+//go:embed gvx-snapshot.sh
+var snapshotHookScript string
+
 // EntrypointPath is where the entrypoint script is installed.
 const EntrypointPath = "/usr/local/sbin/gvx-dockerd"
+
+// SnapshotHookPath is where the snapshot hook is installed.
+const SnapshotHookPath = "/usr/local/sbin/gvx-snapshot"
 
 // DockerPort is the TCP port dockerd listens on inside the sandbox; publish
 // it with `rungv run -p unix:HOSTPATH:2375`.
@@ -46,11 +55,13 @@ func Default() *Recipe {
 		// docker.io holds dockerd and the CLI, and depends on containerd,
 		// runc, iptables (whose default in bookworm is the nftables
 		// backend, the only one gVisor can run dockerd's rules on) and
-		// tini (docker-init, the entrypoint's init).
-		Packages:        []string{"docker.io", "containerd", "runc", "iptables", "tini", "ca-certificates"},
+		// tini (docker-init, the entrypoint's init). iproute2's ip
+		// re-creates dockerd's bridges after a restore (SnapshotHook).
+		Packages:        []string{"docker.io", "containerd", "runc", "iptables", "tini", "ca-certificates", "iproute2"},
 		ComposeVersion:  "v2.40.3",
 		ComposeFallback: []string{"docker-compose"},
 		Entrypoint:      entrypointScript,
+		SnapshotHook:    snapshotHookScript,
 	}
 }
 
