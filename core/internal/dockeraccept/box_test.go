@@ -36,6 +36,9 @@ type boxOptions struct {
 	volume string
 	// flags are more `rungv run` flags (published ports).
 	flags []string
+	// restore, if set, is a snapshot the box continues (run --restore)
+	// instead of starting dockerd.
+	restore string
 }
 
 // startBox starts a sandbox and waits until dockerd answers. It is
@@ -73,6 +76,9 @@ func launchBox(opts boxOptions) (*box, error) {
 		"--control", "unix:" + b.control, "-p", "unix:" + b.sock + ":2375", "--stop-timeout", "30s"}
 	if opts.volume != "" {
 		args = append(args, "--mount", "type=volume,src="+opts.volume+",dst=/var/lib/docker")
+	}
+	if opts.restore != "" {
+		args = append(args, "--restore", opts.restore)
 	}
 	args = append(append(args, opts.flags...), env.image)
 	b.cmd = exec.Command(env.rungv, args...)
