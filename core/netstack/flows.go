@@ -10,11 +10,17 @@ import (
 type flowSet struct {
 	mu     sync.Mutex
 	closed bool
-	open   map[io.Closer]struct{}
+	open   map[*flow]struct{}
 	wg     sync.WaitGroup
 }
 
-func newFlowSet() *flowSet { return &flowSet{open: map[io.Closer]struct{}{}} }
+// flow is one goroutine run by a flowSet and what it holds open.
+type flow struct {
+	closers []io.Closer
+	done    chan struct{} // closed when the goroutine returns
+}
+
+func newFlowSet() *flowSet { return &flowSet{open: map[*flow]struct{}{}} }
 
 // run runs fn in a goroutine with cs registered; they are closed if the
 // set closes first, and unregistered when fn returns. It reports false,
@@ -28,18 +34,16 @@ func (f *flowSet) run(fn func(), cs ...io.Closer) bool {
 		}
 		return false
 	}
-	for _, c := range cs {
-		f.open[c] = struct{}{}
-	}
+	fl := &flow{closers: cs, done: make(chan struct{})}
+	f.open[fl] = struct{}{}
 	f.wg.Add(1)
 	f.mu.Unlock()
 	go func() {
 		defer f.wg.Done()
+		defer close(fl.done)
 		defer func() {
 			f.mu.Lock()
-			for _, c := range cs {
-				delete(f.open, c)
-			}
+			delete(f.open, fl)
 			f.mu.Unlock()
 		}()
 		fn()
@@ -51,7 +55,33 @@ func (f *flowSet) run(fn func(), cs ...io.Closer) bool {
 func (f *flowSet) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.open)
+	n := 0
+	for fl := range f.open {
+		n += len(fl.closers)
+	}
+	return n
+}
+
+// closeFlows closes the flows whose closers keep does not keep and waits
+// for their goroutines; the set stays open for new flows.
+func (f *flowSet) closeFlows(keep func(io.Closer) bool) {
+	f.mu.Lock()
+	var ending []*flow
+	for fl := range f.open {
+		if len(fl.closers) == 1 && keep(fl.closers[0]) {
+			continue
+		}
+		ending = append(ending, fl)
+	}
+	f.mu.Unlock()
+	for _, fl := range ending {
+		for _, c := range fl.closers {
+			c.Close()
+		}
+	}
+	for _, fl := range ending {
+		<-fl.done
+	}
 }
 
 // close closes everything registered and waits for the goroutines.
@@ -59,10 +89,52 @@ func (f *flowSet) close() {
 	f.mu.Lock()
 	f.closed = true
 	open := f.open
-	f.open = map[io.Closer]struct{}{}
+	f.open = map[*flow]struct{}{}
 	f.mu.Unlock()
-	for c := range open {
-		c.Close()
+	for fl := range open {
+		for _, c := range fl.closers {
+			c.Close()
+		}
 	}
 	f.wg.Wait()
+}
+
+// gate holds new relays into the guest while it is shut (a checkpoint is
+// being taken), so that no relay waits on a guest socket then.
+type gate struct {
+	mu   sync.Mutex
+	shut chan struct{} // nil while open
+}
+
+// wait returns once the gate is open or done is closed.
+func (g *gate) wait(done <-chan struct{}) {
+	g.mu.Lock()
+	c := g.shut
+	g.mu.Unlock()
+	if c == nil {
+		return
+	}
+	select {
+	case <-c:
+	case <-done:
+	}
+}
+
+// close shuts the gate.
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut == nil {
+		g.shut = make(chan struct{})
+	}
+}
+
+// open opens the gate, letting the held relays go on.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
 }

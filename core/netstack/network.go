@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"sync"
@@ -38,6 +39,8 @@ type Network struct {
 	// Release; guest is the stack they will serve.
 	held  bool
 	guest *stack.Stack
+	// relays holds new relays into the guest during a checkpoint.
+	relays gate
 }
 
 // Hold makes Attach leave the published ports unserved until Release:
@@ -49,6 +52,23 @@ func (n *Network) Hold() {
 	defer n.mu.Unlock()
 	n.held = true
 }
+
+// Suspend ends every connection and UDP flow in progress through the
+// published ports and the NAT, waits until their relays have let go of the
+// guest's sockets, and holds new ones until Resume; the ports stay open
+// and queue new connections. A checkpoint suspends the network: a relay
+// waiting on a guest socket cannot be saved, and its host side could not
+// be restored anyway.
+func (n *Network) Suspend() {
+	n.relays.close()
+	n.flows.closeFlows(func(c io.Closer) bool {
+		_, listener := c.(*published)
+		return listener
+	})
+}
+
+// Resume lets the connections Suspend held through.
+func (n *Network) Resume() { n.relays.open() }
 
 // Release starts serving the published ports that Hold kept back.
 func (n *Network) Release() {
@@ -146,7 +166,7 @@ func (n *Network) serveLocked(s *stack.Stack) {
 		n.drain.wg.Add(1)
 		serve := func() {
 			defer n.drain.wg.Done()
-			pub.serve(n.ctx, s, n.flows, n.drain, n.cfg.Logf)
+			pub.serve(n.ctx, s, n.flows, n.drain, &n.relays, n.cfg.Logf)
 		}
 		if !n.flows.run(serve, pub) {
 			n.drain.wg.Done()

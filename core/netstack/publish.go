@@ -102,9 +102,9 @@ const maxPublishedConns = 4096
 // connection attempts in progress. Each relayed connection holds d.
 //
 // Preconditions: the caller holds d for serve's duration.
-func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flowSet, d *drainer, logf func(string, ...any)) {
+func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flowSet, d *drainer, relays *gate, logf func(string, ...any)) {
 	if pub.dgram != nil {
-		pub.serveUDP(guest, flows, logf)
+		pub.serveUDP(ctx, guest, flows, relays, logf)
 		return
 	}
 	var open atomic.Int32
@@ -124,6 +124,9 @@ func (pub *published) serve(ctx context.Context, guest *stack.Stack, flows *flow
 			c.Close()
 			continue
 		}
+		// Held here, not in the relay: a suspended network's relays
+		// must not start, and a held connection is no flow to end.
+		relays.wait(ctx.Done())
 		open.Add(1)
 		d.wg.Add(1)
 		relay := func() {

@@ -274,3 +274,43 @@ func TestHoldKeepsPublishedPortsUntilRelease(t *testing.T) {
 		t.Fatalf("after Release: %q", got)
 	}
 }
+
+// TestSuspendEndsRelaysAndHoldsNewOnes: Suspend closes the connection in
+// progress (its relay lets go of the guest socket) and holds a new one
+// until Resume, which then reaches the guest.
+func TestSuspendEndsRelaysAndHoldsNewOnes(t *testing.T) {
+	n, g := attach(t, Config{Publish: []Publish{{HostAddr: netip.MustParseAddrPort("127.0.0.1:0"), GuestPort: 2375}}})
+	guestEcho(t, g, 2375, "g:")
+	addr := n.Published()[0].HostAddr.String()
+	old, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(old, buf); err != nil || string(buf) != "g:" {
+		t.Fatalf("before Suspend: %q %v", buf, err)
+	}
+	n.Suspend()
+	if open := n.flows.count(); open != 1 {
+		t.Errorf("after Suspend %d closers are registered; want only the port's listener", open)
+	}
+	old.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := old.Read(buf); err == nil {
+		t.Error("the connection in progress survived Suspend")
+	}
+	held, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	held.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if k, err := held.Read(buf); err == nil {
+		t.Fatalf("a connection made while suspended was relayed (%d bytes)", k)
+	}
+	n.Resume()
+	held.SetReadDeadline(time.Time{})
+	if got := exchange(t, held.(stream), "hi"); got != "g:hi" {
+		t.Fatalf("after Resume: %q", got)
+	}
+}

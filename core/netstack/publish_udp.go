@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -15,7 +16,7 @@ import (
 
 // serveUDP relays datagrams: each host peer gets its own guest socket,
 // connected to the guest port, for as long as the flow is active.
-func (pub *published) serveUDP(guest *stack.Stack, flows *flowSet, logf func(string, ...any)) {
+func (pub *published) serveUDP(ctx context.Context, guest *stack.Stack, flows *flowSet, relays *gate, logf func(string, ...any)) {
 	var mu sync.Mutex
 	peers := map[netip.AddrPort]*udpFlow{}
 	var count atomic.Int32
@@ -39,6 +40,7 @@ func (pub *published) serveUDP(guest *stack.Stack, flows *flowSet, logf func(str
 			if count.Load() >= maxUDPFlows {
 				continue
 			}
+			relays.wait(ctx.Done())
 			g, err := gonet.DialUDP(guest, nil, &tcpip.FullAddress{Addr: guestLoopback, Port: pub.p.GuestPort}, ipv4.ProtocolNumber)
 			if err != nil {
 				logf("netstack: publish %s: %v", pub.p, err)
