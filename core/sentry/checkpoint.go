@@ -196,7 +196,7 @@ func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
 	}
 	s.k.Unpause()
 	if err != nil {
-		return fmt.Errorf("sentry: saving the kernel: %w", err)
+		return saveError(err)
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("sentry: writing the snapshot: %w", err)
@@ -451,6 +451,18 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 	}
 	cu.Release()
 	return s, nil
+}
+
+// saveError shortens an encoding failure as restoreError does; a refusal
+// (an ext4 volume's) keeps its meaning for errors.Is.
+func saveError(err error) error {
+	msg := err.Error()
+	i := strings.IndexByte(msg, '\n')
+	if i < 0 {
+		return fmt.Errorf("sentry: saving the kernel: %w", err)
+	}
+	log.Warningf("checkpoint failed: %v", err)
+	return fmt.Errorf("sentry: saving the kernel (an object in the guest's kernel cannot be saved; please report it): %s", strings.TrimSuffix(msg[:i], ":"))
 }
 
 // restoreError shortens a decoding failure: gVisor's state errors carry

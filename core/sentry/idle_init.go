@@ -23,7 +23,7 @@ func (s *Sandbox) StartIdle() (*Process, error) {
 		return nil, err
 	}
 	defer exe.DecRef(s.k.SupervisorContext())
-	return s.start(&ProcessSpec{Argv: []string{idleInitName}}, exe)
+	return s.start(&ProcessSpec{Argv: []string{idleInitName}, noStdio: true}, exe)
 }
 
 // idleInitFile writes the idle init executable to a private tmpfs, one no

@@ -52,6 +52,11 @@ type ProcessSpec struct {
 	// for the guest side of Stdout and Stderr pipes to close (a background
 	// child may keep them open). Zero means no bound, as in os/exec.
 	WaitDelay time.Duration
+
+	// noStdio starts the process with descriptors 0, 1 and 2 closed (the
+	// idle init, which uses none): no pipes and no relays, so the sandbox
+	// stays checkpointable.
+	noStdio bool
 }
 
 // defaultPath is the search path when the spec sets none, as Docker's.

@@ -36,6 +36,9 @@ func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec, isInit b
 		return newTTYStdio(ctx, k, spec)
 	}
 	st := &stdio{fdTable: k.NewFDTable()}
+	if spec.noStdio {
+		return st, nil
+	}
 	cu := cleanup.Make(func() { st.release(ctx) })
 	defer cu.Clean()
 
