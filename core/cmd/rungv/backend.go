@@ -33,6 +33,9 @@ type sandboxBackend struct {
 	snapshotHook string
 	// stoppedBySnapshot is set once a checkpoint ended the sandbox.
 	stoppedBySnapshot atomic.Bool
+	// network is the sandbox's host side, suspended while a checkpoint
+	// is taken.
+	network *sandboxNetwork
 }
 
 var _ control.Backend = (*sandboxBackend)(nil)

@@ -37,6 +37,10 @@ func (b *sandboxBackend) Checkpoint(ctx context.Context, req control.CheckpointR
 		saved = out
 		opts.Annotations = map[string]string{snapshotHookAnnotation: saved}
 	}
+	// Connections through published ports and the NAT end here: their
+	// relays wait on guest sockets, which cannot be saved; new ones wait.
+	b.network.Suspend()
+	defer b.network.Resume()
 	cw := &countingWriter{w: w}
 	if req.Stop {
 		// Set first: init dies inside Checkpoint.
@@ -142,8 +146,9 @@ A sandbox with volumes must --stop: it ends once the snapshot is written, and ea
 volume's image is then the snapshot's other half; restore each time with a clone
 (` + "`rungv volume clone`" + `). Without volumes the sandbox may run on.
 
-Not in a snapshot: running execs (refused: wait for them), host connections of
-NAT and published ports (re-made from the flags given to run --restore), and the
+Not in a snapshot: running execs (refused: wait for them); connections in
+progress through published ports and the NAT (closed as the checkpoint starts;
+the ports are made again from the flags given to run --restore); and the
 network interfaces and netfilter rules the guest made, which an image carries
 with a snapshot hook (label ` + image.SnapshotHookLabel + `).`,
 		Example: `  rungv run --control unix:/tmp/seed.sock --nftables --net-raw \

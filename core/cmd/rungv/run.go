@@ -277,6 +277,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		group:        group,
 		stop:         stopper.stop,
 		snapshotHook: img.Config.Labels[image.SnapshotHookLabel],
+		network:      nw,
 		info: control.SandboxInfo{
 			ID:       sandboxID(),
 			PID:      os.Getpid(),
