@@ -213,6 +213,13 @@ type Config struct {
 	// sandboxes driven through Exec. Run then waits until Close.
 	KeepAlive bool
 
+	// Restore continues the sandbox saved in this snapshot file
+	// (Sandbox.Checkpoint) instead of starting a command: its processes
+	// go on where they were. OCIImage, Mounts (clones of the volumes'
+	// saved images) and the network fields must be as when it was saved;
+	// Cmd, Entrypoint and KeepAlive must be unset.
+	Restore string
+
 	Platform Platform
 
 	// Spin: see SpinMode. The zero value is SpinAuto.
@@ -301,6 +308,12 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	}
 	if c.KeepAlive {
 		a = append(a, "--keep-alive")
+	}
+	if c.Restore != "" {
+		if c.KeepAlive || len(c.Cmd) > 0 || c.EntrypointSet {
+			return nil, errors.New("gvx: Restore continues the snapshot's own init; leave Cmd, Entrypoint and KeepAlive unset")
+		}
+		a = append(a, "--restore", c.Restore)
 	}
 	switch c.Platform {
 	case PlatformAuto:
