@@ -308,6 +308,19 @@ func gvx_sandbox_download(h C.uint64_t, path *C.cchar_t, hostPath *C.cchar_t, er
 	return C.GVX_OK
 }
 
+//export gvx_sandbox_checkpoint
+func gvx_sandbox_checkpoint(h C.uint64_t, hostPath *C.cchar_t, flags C.uint32_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if hostPath == nil {
+		return nullArg("host_path", errOut)
+	}
+	if err := sandboxCheckpoint(uint64(h), goString(hostPath), uint32(flags)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
 //export gvx_sandbox_signal
 func gvx_sandbox_signal(h C.uint64_t, sig C.int, errOut **C.char) (status C.int) {
 	defer guard(&status, errOut)

@@ -101,6 +101,10 @@ void gvx_free(void *p);
  *   "timeout": number          seconds until the sandbox is stopped
  *   "rungv", "cache": string   the rungv binary and the image cache directory
  *   "insecure": bool           plain-HTTP registries
+ *   "restore": string          a snapshot file (gvx_sandbox_checkpoint) to continue
+ *                              instead of starting: give "image", "mounts" (clones of
+ *                              the saved volumes) and the network fields it was taken
+ *                              with; "keep_alive", "cmd" and "entrypoint" must be unset
  */
 int gvx_sandbox_new(const char *config_json, uint64_t *sandbox, char **err);
 
@@ -240,6 +244,20 @@ int gvx_sandbox_upload_as(uint64_t sandbox, const char *host_path, const char *p
  * set-group-ID bits are dropped, and devices and FIFOs are left out.
  */
 int gvx_sandbox_download(uint64_t sandbox, const char *path, const char *host_path, char **err);
+
+/*
+ * gvx_sandbox_checkpoint writes a snapshot of the sandbox to the host file
+ * host_path (whole or not at all): its kernel, every process with its
+ * memory, and its root's writable layer. A sandbox created with "restore"
+ * set to host_path continues it without starting its programs again. The
+ * sandbox must have no exec running (GVX_E_INVALID otherwise). With
+ * GVX_CHECKPOINT_STOP the sandbox ends once the snapshot is written; a
+ * sandbox with volumes must stop, each volume's image then being the
+ * snapshot's other half, to clone for each restore. Connections in
+ * progress through published ports and the NAT are closed.
+ */
+#define GVX_CHECKPOINT_STOP (1u << 0)
+int gvx_sandbox_checkpoint(uint64_t sandbox, const char *host_path, uint32_t flags, char **err);
 
 /* gvx_sandbox_signal sends a signal to the sandbox's init process. */
 int gvx_sandbox_signal(uint64_t sandbox, int signal, char **err);

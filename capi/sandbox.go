@@ -40,6 +40,7 @@ type sandboxConfig struct {
 	Rungv        string      `json:"rungv"`
 	Cache        string      `json:"cache"`
 	Insecure     bool        `json:"insecure"`
+	Restore      string      `json:"restore"`
 }
 
 // portJSON publishes a guest port on the host: on a unix socket
@@ -90,6 +91,7 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 		Rungv:    c.Rungv,
 		Cache:    c.Cache,
 		Insecure: c.Insecure,
+		Restore:  c.Restore,
 	}
 	if c.Entrypoint != nil {
 		cfg.Entrypoint, cfg.EntrypointSet = *c.Entrypoint, true
@@ -389,6 +391,21 @@ func sandboxDownload(h uint64, path, hostPath string) error {
 		return err
 	}
 	return sb.Download(context.Background(), path, hostPath)
+}
+
+// checkpointStop is GVX_CHECKPOINT_STOP.
+const checkpointStop = 1 << 0
+
+func sandboxCheckpoint(h uint64, hostPath string, flags uint32) error {
+	sb, err := getSandbox(h)
+	if err != nil {
+		return err
+	}
+	if flags&^checkpointStop != 0 {
+		return invalid("checkpoint flags %#x: only GVX_CHECKPOINT_STOP is defined", flags)
+	}
+	_, err = sb.Checkpoint(context.Background(), hostPath, gvx.CheckpointOptions{Stop: flags&checkpointStop != 0})
+	return err
 }
 
 func sandboxSignal(h uint64, sig int) error {

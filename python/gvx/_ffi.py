@@ -101,6 +101,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "gvx_sandbox_upload": [u64, cs, cs, ctypes.c_int32, pvp],
         "gvx_sandbox_upload_as": [u64, cs, cs, ctypes.c_int32, cs, pvp],
         "gvx_sandbox_download": [u64, cs, cs, pvp],
+        "gvx_sandbox_checkpoint": [u64, cs, ctypes.c_uint32, pvp],
         "gvx_sandbox_signal": [u64, ctypes.c_int, pvp],
         "gvx_sandbox_wait": [u64, ctypes.POINTER(ctypes.c_int), pvp],
         "gvx_sandbox_close": [u64, pvp],

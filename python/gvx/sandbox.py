@@ -274,6 +274,10 @@ class Sandbox:
     (the default) spins while this process runs no more than twice as many
     sandboxes as it has CPUs; ``info.spinning`` says what a sandbox does.
 
+    ``restore`` continues a snapshot written by :meth:`checkpoint` instead of
+    starting afresh: give the same image, network options and mounts (clones of
+    the saved volumes) as the sandbox had.
+
     >>> with gvx.Sandbox() as sb:
     ...     print(sb.exec("echo hello").stdout)
     hello
@@ -304,10 +308,12 @@ class Sandbox:
         cache: Optional[PathLike] = None,
         rungv: Optional[PathLike] = None,
         insecure: bool = False,
+        restore: Optional[PathLike] = None,
     ) -> None:
         config: dict[str, object] = {
             "image": image if image is not None else default_image(),
-            "keep_alive": True,
+            # A restored sandbox continues the snapshot's own init.
+            "keep_alive": restore is None,
             "env": _as_env_list(env, "env"),
             "platform": platform,
             "spin": spin,
@@ -339,6 +345,8 @@ class Sandbox:
             config["timeout"] = float(timeout)
         if cache is not None:
             config["cache"] = os.fspath(cache)
+        if restore is not None:
+            config["restore"] = os.fspath(restore)
         handle = ctypes.c_uint64()
         _ffi.call(_ffi.lib().gvx_sandbox_new, json.dumps(config).encode(), ctypes.byref(handle))
         self._handle = handle.value
@@ -644,6 +652,28 @@ class Sandbox:
         are left out.
         """
         _ffi.call(_ffi.lib().gvx_sandbox_download, self._h(), remote.encode(), os.fsencode(Path(local)))
+
+    # Snapshots.
+
+    def checkpoint(self, path: PathLike, *, stop: bool = False) -> None:
+        """Writes a snapshot of the sandbox to the file ``path``: its kernel, every
+        process with its memory, and its root's writable layer. ``Sandbox(image,
+        restore=path)`` continues it in a new sandbox without starting its programs
+        again — a ready dockerd answers in a few hundred milliseconds::
+
+            sb.exec("setup-the-task.sh")
+            sb.checkpoint("task.snap")
+            for episode in range(n):
+                with gvx.Sandbox(image, restore="task.snap") as ep:
+                    ...
+
+        No :meth:`exec` may be running. With ``stop=True`` the sandbox ends once the
+        snapshot is written; a sandbox with volumes must stop, and each volume's
+        image is then the snapshot's other half: restore on a clone of it
+        (:meth:`gvx.Volume.clone`). Connections in progress through published ports
+        and the NAT are closed.
+        """
+        _ffi.call(_ffi.lib().gvx_sandbox_checkpoint, self._h(), os.fsencode(Path(path)), ctypes.c_uint32(1 if stop else 0))
 
     # Signals.
 

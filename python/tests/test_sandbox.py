@@ -234,6 +234,43 @@ def test_a_failed_write_leaves_the_previous_file(tmp_path: Path) -> None:
         small.write_file("/tmp/task.txt", os.urandom(24 << 20))
 
 
+def test_checkpoint_and_restore(tmp_path: Path) -> None:
+    """A snapshot carries the guest's processes and files: a counter running
+    in the background goes on from where it was in every restored sandbox."""
+    snap = tmp_path / "task.snap"
+    with gvx.Sandbox() as sb:
+        sb.write_file("/work/task.txt", "the task\n", make_parents=True)
+        sb.exec("(i=0; while :; do i=$((i+1)); echo $i > /tmp/i; sleep 0.02; done) >/dev/null 2>&1 &", check=True)
+        while int(sb.read_file("/tmp/i") or b"0") < 5:
+            time.sleep(0.01)
+        sb.checkpoint(snap)
+        assert sb.exec("echo running on").stdout == "running on\n"
+        sb.checkpoint(snap, stop=True)
+        with pytest.raises(gvx.GvxError):
+            sb.exec("true")
+    for _ in range(2):
+        with gvx.Sandbox(restore=snap) as ep:
+            assert ep.read_file("/work/task.txt") == b"the task\n"
+            first = int(ep.read_file("/tmp/i"))
+            assert first >= 5, "the restored counter started again"
+            while int(ep.read_file("/tmp/i")) <= first:
+                time.sleep(0.01)
+            ep.write_file("/work/mine", "episode state")  # gone in the next episode
+            assert ep.exec("ls /work").stdout == "mine\ntask.txt\n"
+
+
+def test_checkpoint_refusals_say_what_to_do(sb: gvx.Sandbox, tmp_path: Path) -> None:
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(sb.exec, "sleep 2")
+        time.sleep(0.3)
+        with pytest.raises(gvx.InvalidArgumentError, match="wait for them or kill them"):
+            sb.checkpoint(tmp_path / "x.snap")
+        running.result()
+    assert not (tmp_path / "x.snap").exists()
+    with pytest.raises(gvx.GvxError, match="not a gvx sandbox snapshot"):
+        gvx.Sandbox(restore=__file__)
+
+
 def test_100_threads_share_one_sandbox(sb: gvx.Sandbox) -> None:
     def one(i: int) -> str:
         return sb.exec(["sh", "-c", "echo $0", str(i)]).stdout
