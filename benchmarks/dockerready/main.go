@@ -104,6 +104,22 @@ func run() error {
 	}
 	row("gvx: start → `docker info` OK (clone of the golden: overlay2 on ext4, images present)", ready)
 	row("gvx: start → `docker run --rm IMAGE true` → exit (clone of the golden)", episode)
+
+	snap, snapVol, took, err := snapshotReady(dir, golden)
+	if err != nil {
+		return err
+	}
+	var rready, repisode []time.Duration
+	for i := 0; i < *n; i++ {
+		r, e, err := gvxRestoredEpisode(dir, snap, snapVol)
+		if err != nil {
+			return fmt.Errorf("gvx restored episode %d: %w", i, err)
+		}
+		rready, repisode = append(rready, r), append(repisode, e)
+	}
+	row("gvx: `run --restore` of a ready dockerd's snapshot → `docker info` OK (clone of its volume)", rready)
+	row("gvx: `run --restore` → `docker run --rm IMAGE true` → exit", repisode)
+	fmt.Printf("| (the snapshot: %s; checkpoint --stop took %s) | | | | |\n", mib(snap), ms(took))
 	for i := 0; i < *n; i++ {
 		c, err := gvxTmpfsCycle(dir)
 		if err != nil {
@@ -142,13 +158,15 @@ type sandbox struct {
 }
 
 // start starts rungv with the Docker image; volume may be empty (tmpfs).
-func start(dir, name, volume string) (*sandbox, error) {
+// extra are more `rungv run` flags.
+func start(dir, name, volume string, extra ...string) (*sandbox, error) {
 	sock := filepath.Join(dir, name+".sock")
 	os.Remove(sock)
 	args := []string{"run", "-q", "--nftables", "--net-raw", "-p", "unix:" + sock + ":2375"}
 	if volume != "" {
 		args = append(args, "--mount", "type=volume,src="+volume+",dst=/var/lib/docker")
 	}
+	args = append(args, extra...)
 	if *cpuset != "" {
 		args = append(args, "--cpuset-cpus", *cpuset)
 	}
@@ -288,6 +306,78 @@ func gvxEpisode(dir, golden string) (time.Duration, time.Duration, error) {
 		return 0, 0, err
 	}
 	return ready, time.Since(t0), nil
+}
+
+// snapshotReady starts dockerd on a clone of the golden, checkpoints it
+// once ready (stopping it) and flattens its volume: the snapshot and the
+// volume episodes restore it on.
+func snapshotReady(dir, golden string) (snap, vol string, took time.Duration, err error) {
+	ep := filepath.Join(dir, "ready-clone.ext4")
+	if out, err := exec.Command(*rungv, "volume", "clone", golden, ep).CombinedOutput(); err != nil {
+		return "", "", 0, fmt.Errorf("rungv volume clone: %v\n%s", err, out)
+	}
+	ctl := filepath.Join(dir, "ready.ctl")
+	os.Remove(ctl)
+	s, err := start(dir, "ready", ep, "--control", "unix:"+ctl)
+	if err != nil {
+		return "", "", 0, err
+	}
+	if err := s.waitInfo(1); err != nil {
+		s.cmd.Process.Kill()
+		return "", "", 0, err
+	}
+	snap = filepath.Join(dir, "ready.snap")
+	t0 := time.Now()
+	if out, err := exec.Command(*rungv, "checkpoint", "--control", "unix:"+ctl, "--stop", "-o", snap).CombinedOutput(); err != nil {
+		s.cmd.Process.Kill()
+		return "", "", 0, fmt.Errorf("rungv checkpoint: %v\n%s", err, out)
+	}
+	took = time.Since(t0)
+	if err := <-s.done; err != nil {
+		return "", "", 0, fmt.Errorf("rungv after checkpoint --stop: %v (log %s)", err, s.log.Name())
+	}
+	s.log.Close()
+	vol = filepath.Join(dir, "ready.ext4")
+	if out, err := exec.Command(*rungv, "volume", "flatten", ep, vol).CombinedOutput(); err != nil {
+		return "", "", 0, fmt.Errorf("rungv volume flatten: %v\n%s", err, out)
+	}
+	return snap, vol, took, nil
+}
+
+// gvxRestoredEpisode restores the snapshot on a clone of its volume and
+// returns start → info OK and start → run → exit.
+func gvxRestoredEpisode(dir, snap, vol string) (time.Duration, time.Duration, error) {
+	ep := filepath.Join(dir, "restored.ext4")
+	os.Remove(ep)
+	if out, err := exec.Command(*rungv, "volume", "clone", vol, ep).CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("rungv volume clone: %v\n%s", err, out)
+	}
+	t0 := time.Now()
+	s, err := start(dir, "restored", ep, "--restore", snap)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := s.waitInfo(1); err != nil {
+		s.cmd.Process.Kill()
+		return 0, 0, err
+	}
+	ready := time.Since(t0)
+	if err := s.docker("run", "--rm", *archiveImage, "true"); err != nil {
+		s.cmd.Process.Kill()
+		return 0, 0, err
+	}
+	if err := s.stop(); err != nil {
+		return 0, 0, err
+	}
+	return ready, time.Since(t0), nil
+}
+
+func mib(path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(st.Size())/(1<<20))
 }
 
 // gvxTmpfsCycle: start with a tmpfs data root, load, run, exit.
