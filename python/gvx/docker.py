@@ -10,7 +10,12 @@ prints its reference), its state on a golden volume cloned per episode.
 
 A dockerd takes about 1.6 s to start (it runs ~70 ``iptables`` commands, each a
 fork and exec inside gVisor), so ``warm=2`` keeps two episodes prepared: resets
-stay hand-overs even when episodes are shorter than a dockerd start.
+stay hand-overs even when episodes are shorter than a dockerd start. Or skip the
+start altogether: :func:`snapshot` saves a ready dockerd once, and episodes
+restore it in about 0.3 s:
+
+>>> ready = gvx.docker.snapshot(DOCKER_IMAGE, golden=golden, snapshot="ready.snap", volume="ready.ext4")
+>>> env = gvx.GvxEnv(DOCKER_IMAGE, golden=ready, restore="ready.snap", **gvx.docker.SANDBOX_OPTIONS)
 
 A sandbox drives its dockerd like any other process: :data:`SETUP` starts it in
 the background and waits until it answers; :data:`STOP` ends it gracefully (a
@@ -27,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, Union
 
 from . import errors, golden as _golden
-from .sandbox import Sandbox
+from .sandbox import Mount, Sandbox
 from .volumes import Volume
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -123,4 +128,36 @@ def golden(
     )
 
 
-__all__ = ["LOG", "SANDBOX_OPTIONS", "SETUP", "START", "STOP", "WAIT", "golden", "start"]
+def snapshot(
+    image: str,
+    *,
+    golden: Volume,
+    snapshot: PathLike,
+    volume: PathLike,
+    **sandbox_options: Any,
+) -> Volume:
+    """Snapshots a ready dockerd: boots a sandbox on a clone of ``golden``, starts
+    dockerd, and once it answers checkpoints the sandbox into the file ``snapshot``
+    (stopping it) and writes its volume, flattened, to ``volume``, which it returns.
+
+    Each episode then restores the snapshot on its own clone of that volume, its
+    dockerd answering in about 0.3 s instead of starting for 1.6 s::
+
+        ready = gvx.docker.snapshot(IMAGE, golden=golden, snapshot="ready.snap", volume="ready.ext4")
+        env = gvx.GvxEnv(IMAGE, golden=ready, restore="ready.snap", **gvx.docker.SANDBOX_OPTIONS)
+
+    Give the episodes the same ``sandbox_options`` (network, ports) as here.
+    """
+    options = {**SANDBOX_OPTIONS, **sandbox_options}
+    out = Path(volume)
+    clone = golden.clone(out.with_name(f".{out.name}.seed"))
+    try:
+        with Sandbox(image, mounts=[Mount(clone.path, "/var/lib/docker")], **options) as sb:
+            start(sb)
+            sb.checkpoint(snapshot, stop=True)
+        return clone.flatten(out)
+    finally:
+        clone.discard()
+
+
+__all__ = ["LOG", "SANDBOX_OPTIONS", "SETUP", "START", "STOP", "WAIT", "golden", "snapshot", "start"]

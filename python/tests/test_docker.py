@@ -74,6 +74,31 @@ def test_episodes_see_the_golden_images_and_nothing_of_each_other(golden: gvx.Vo
     assert golden.check().clean
 
 
+def test_episodes_restore_a_ready_dockerd(golden: gvx.Volume, tmp_path: Path) -> None:
+    snap = tmp_path / "ready.snap"
+    ready = gvx.docker.snapshot(DIND_IMAGE, golden=golden, snapshot=snap, volume=tmp_path / "ready.ext4")
+    assert snap.stat().st_size > 0 and ready.check().clean
+    assert not list(tmp_path.glob(".*.seed")), "the seed's clone was left behind"
+    (tmp_path / "episodes").mkdir()
+    with gvx.GvxEnv(
+        DIND_IMAGE,
+        golden=ready,
+        restore=snap,
+        step_timeout=120.0,
+        warm=0,
+        episode_dir=str(tmp_path / "episodes"),
+        **gvx.docker.SANDBOX_OPTIONS,
+    ) as env:
+        for episode in ("one", "two"):
+            env.reset()
+            # No setup ran: the restored dockerd answers at once, with the
+            # golden's images, and runs containers on its bridge.
+            obs, *_ = env.step(
+                f"docker ps -a --format '{{{{.Names}}}}'; docker run --name left-{episode} {BASE} sh -c 'ip -4 -o addr show eth0 | grep -c 172.17.'"
+            )
+            assert obs == {"stdout": "1\n", "stderr": "", "exit_code": 0}, obs
+
+
 def test_a_seed_network_survives_into_episodes(tmp_path: Path) -> None:
     vol = gvx.docker.golden(
         DIND_IMAGE, setup=["docker network create gvx-seeded >/dev/null"], volume=tmp_path / "net.ext4", size="1g", progress=False
