@@ -95,7 +95,9 @@ class GvxEnv(_Base):  # type: ignore[misc]
             in ``info["sandbox_error"]``, so that one broken sandbox among a
             thousand does not stop training and the next :meth:`reset` starts
             afresh; ``"raise"`` raises the :class:`gvx.GvxError`.
-        sandbox_options: passed to :class:`gvx.Sandbox` (memory, cpus, env, …).
+        sandbox_options: passed to :class:`gvx.Sandbox` (memory, cpus, env, …);
+            ``restore=SNAPSHOT`` makes every episode a restored snapshot (see
+            :func:`gvx.docker.snapshot`, with ``golden`` the snapshot's volume).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
