@@ -18,7 +18,7 @@ func TestCheckpointRestore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	sb := newSandbox(t, config())
-	if res := sh(t, sb, `echo kept > /tmp/file; (i=0; while :; do i=$((i+1)); echo $i > /tmp/i; sleep 0.02; done) >/dev/null 2>&1 & echo started`, nil); res.ExitCode != 0 {
+	if res := sh(t, sb, `echo kept > /tmp/file; (i=0; while :; do i=$((i+1)); echo $i > /tmp/i.new; mv /tmp/i.new /tmp/i; sleep 0.02; done) >/dev/null 2>&1 & echo started`, nil); res.ExitCode != 0 {
 		t.Fatalf("exec: %+v", res)
 	}
 	waitCount(t, sb, 5)

@@ -240,8 +240,9 @@ def test_checkpoint_and_restore(tmp_path: Path) -> None:
     snap = tmp_path / "task.snap"
     with gvx.Sandbox() as sb:
         sb.write_file("/work/task.txt", "the task\n", make_parents=True)
-        sb.exec("(i=0; while :; do i=$((i+1)); echo $i > /tmp/i; sleep 0.02; done) >/dev/null 2>&1 &", check=True)
-        while int(sb.read_file("/tmp/i") or b"0") < 5:
+        # The counter replaces /tmp/i whole, so a read never sees it empty.
+        sb.exec("(i=0; while :; do i=$((i+1)); echo $i > /tmp/i.new; mv /tmp/i.new /tmp/i; sleep 0.02; done) >/dev/null 2>&1 &", check=True)
+        while not sb.exists("/tmp/i") or int(sb.read_file("/tmp/i")) < 5:
             time.sleep(0.01)
         sb.checkpoint(snap)
         assert sb.exec("echo running on").stdout == "running on\n"
