@@ -37,3 +37,5 @@
 //	sb, err := sentry.New(sentry.Config{ConfigureNetwork: n.Attach, Lockdown: lockdown.Options{Net: n.LockdownNet()}, ...})
 //	content, ok := netstack.GuestResolvConf(current, exists) // and write it before Start
 package netstack
+
+//go:generate go run z.gfire.dev/gvx/core/internal/stategen

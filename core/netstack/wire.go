@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"context"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -24,21 +25,32 @@ const wireQueueLen = 4096
 // address, ARP and a link type that tools expect.
 //
 // wireEnd implements stack.LinkEndpoint.
+//
+// A snapshot holds no wire: the NAT's host side is the host's, and a
+// restored sandbox gets a new one. Guest objects that still refer to the
+// old end (a route cached by a closed socket) get a closed, unconnected
+// end in its place (see afterLoad).
+//
+// +stateify savable
 type wireEnd struct {
-	peer *wireEnd
-	caps stack.LinkEndpointCapabilities
+	peer *wireEnd                       `state:"nosave"`
+	caps stack.LinkEndpointCapabilities `state:"nosave"`
 	// wake has room for one pending wake-up of the delivery goroutine.
-	wake chan struct{}
-	done chan struct{}
+	wake chan struct{} `state:"nosave"`
+	done chan struct{} `state:"nosave"`
 
-	mu         sync.Mutex
-	dispatcher stack.NetworkDispatcher
-	mtu        uint32
-	linkAddr   tcpip.LinkAddress
-	queue      []*stack.PacketBuffer
-	dropped    uint64
-	closed     bool
+	mu         sync.Mutex              `state:"nosave"`
+	dispatcher stack.NetworkDispatcher `state:"nosave"`
+	mtu        uint32                  `state:"nosave"`
+	linkAddr   tcpip.LinkAddress       `state:"nosave"`
+	queue      []*stack.PacketBuffer   `state:"nosave"`
+	dropped    uint64                  `state:"nosave"`
+	closed     bool                    `state:"nosave"`
 }
+
+// afterLoad is called by the generated StateLoad: a restored end is
+// closed, so writes to it fail instead of reaching a peer it has not.
+func (e *wireEnd) afterLoad(context.Context) { e.closed = true }
 
 var _ stack.LinkEndpoint = (*wireEnd)(nil)
 
@@ -56,6 +68,9 @@ func newWire(mtu uint32, mac1, mac2 tcpip.LinkAddress) (*wireEnd, *wireEnd) {
 
 // WritePackets implements stack.LinkWriter.WritePackets.
 func (e *wireEnd) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	if e.peer == nil { // restored from a snapshot: no peer
+		return 0, &tcpip.ErrClosedForSend{}
+	}
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
 		// A fresh packet with no parsed headers: the receiving stack

@@ -668,7 +668,8 @@ class Sandbox:
                     ...
 
         No :meth:`exec` may be running. With ``stop=True`` the sandbox ends once the
-        snapshot is written; a sandbox with volumes must stop, and each volume's
+        snapshot is written; a sandbox with ``network="nat"`` must stop, and one with
+        volumes too, each volume's
         image is then the snapshot's other half: restore on a clone of it
         (:meth:`gvx.Volume.clone`). Connections in progress through published ports
         and the NAT are closed.

@@ -66,6 +66,21 @@ def test_nat_reaches_host_loopback_only_when_allowed(echo_server: int) -> None:
         assert r.exit_code != 0 and "hello" not in r.stdout
 
 
+def test_nat_after_a_restore(echo_server: int, tmp_path: Path) -> None:
+    """The guest used the NAT before the snapshot; the restored sandbox gets a
+    new eth0 and reaches the host again. A NAT sandbox must stop to be saved."""
+    snap = tmp_path / "nat.snap"
+    with gvx.Sandbox(network="nat", host_loopback=True) as sb:
+        assert sb.exec(f"echo before | nc 10.0.2.2 {echo_server}", timeout=20).stdout == "hello from the host: before\n"
+        with pytest.raises(gvx.InvalidArgumentError, match="only be checkpointed with --stop"):
+            sb.checkpoint(snap)
+        sb.checkpoint(snap, stop=True)
+    for i in range(2):
+        with gvx.Sandbox(network="nat", host_loopback=True, restore=snap) as ep:
+            r = ep.exec(f"echo after{i} | nc 10.0.2.2 {echo_server}", timeout=20)
+            assert r.stdout == f"hello from the host: after{i}\n", r
+
+
 def test_published_unix_socket(tmp_path: Path) -> None:
     sock = tmp_path / "svc.sock"
     with gvx.Sandbox(ports=[f"unix:{sock}:8000"]) as sb:

@@ -14,6 +14,7 @@ import (
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/sentry"
 )
 
@@ -26,6 +27,11 @@ const maxHookOutput = 4 << 20
 
 // Checkpoint implements control.Backend.Checkpoint.
 func (b *sandboxBackend) Checkpoint(ctx context.Context, req control.CheckpointRequest, w io.Writer) (control.CheckpointResult, error) {
+	if !req.Stop && b.network.Mode() == netstack.ModeNAT {
+		// A running-on snapshot keeps the stack's interfaces, and the
+		// NAT's eth0 is a host-side wire that cannot be saved.
+		return control.CheckpointResult{}, control.Errorf(control.CodeInvalid, "a sandbox with --network nat can only be checkpointed with --stop (stop=True): its eth0 cannot be saved while the sandbox runs on")
+	}
 	var opts sentry.CheckpointOptions
 	opts.Stop = req.Stop
 	var saved string
@@ -144,7 +150,8 @@ programs go on without starting again (a ready dockerd answers at once).
 
 A sandbox with volumes must --stop: it ends once the snapshot is written, and each
 volume's image is then the snapshot's other half; restore each time with a clone
-(` + "`rungv volume clone`" + `). Without volumes the sandbox may run on.
+(` + "`rungv volume clone`" + `). So must a sandbox with --network nat. Otherwise the
+sandbox may run on.
 
 Not in a snapshot: running execs (refused: wait for them); connections in
 progress through published ports and the NAT (closed as the checkpoint starts;

@@ -92,6 +92,34 @@ func TestCheckpointAndRestore(t *testing.T) {
 	}
 }
 
+// TestCheckpointNATNeedsStop: a NAT sandbox that would run on is refused
+// with a message that says to stop it; stopping works and restores.
+func TestCheckpointNATNeedsStop(t *testing.T) {
+	img := testImage(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "nat.sock")
+	cmd, stderr, c := startControlled(t, sock, "--network", "nat", img)
+	defer cmd.Process.Kill()
+	c.Close()
+	snap := filepath.Join(dir, "nat.snap")
+	if _, errOut, code := runCLI(t, "", "checkpoint", "--control", "unix:"+sock, "-o", snap); code == 0 || !strings.Contains(errOut, "only be checkpointed with --stop") {
+		t.Fatalf("checkpoint of a NAT sandbox running on: exit %d, %q", code, errOut)
+	}
+	if _, err := os.Stat(snap); !os.IsNotExist(err) {
+		t.Errorf("a refused checkpoint left %s: %v", snap, err)
+	}
+	if _, errOut, code := runCLI(t, "", "checkpoint", "--control", "unix:"+sock, "--stop", "-o", snap); code != 0 {
+		t.Fatalf("checkpoint --stop of a NAT sandbox: exit %d, %q", code, errOut)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rungv after checkpoint --stop: %v (%s)", err, stderr.String())
+	}
+	out, errOut, code := runCLI(t, "", "run", "-q", "--network", "nat", "--timeout", "2s", "--restore", snap, img)
+	if code != 0 && !strings.Contains(errOut, "--timeout") {
+		t.Fatalf("restoring the NAT snapshot: exit %d, %q %q", code, out, errOut)
+	}
+}
+
 func ticks(t *testing.T, path string) []int {
 	t.Helper()
 	b, err := os.ReadFile(path)
