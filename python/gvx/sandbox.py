@@ -668,11 +668,10 @@ class Sandbox:
                     ...
 
         No :meth:`exec` may be running. With ``stop=True`` the sandbox ends once the
-        snapshot is written; a sandbox with ``network="nat"`` must stop, and one with
-        volumes too, each volume's
-        image is then the snapshot's other half: restore on a clone of it
-        (:meth:`gvx.Volume.clone`). Connections in progress through published ports
-        and the NAT are closed.
+        snapshot is written. A sandbox with ``network="nat"`` must stop, and so must
+        one with volumes, each volume's image then being the snapshot's other half:
+        restore on a clone of it (:meth:`gvx.Volume.clone`). Connections in progress
+        through published ports and the NAT are closed.
         """
         _ffi.call(_ffi.lib().gvx_sandbox_checkpoint, self._h(), os.fsencode(Path(path)), ctypes.c_uint32(1 if stop else 0))
 
