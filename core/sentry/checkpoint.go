@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/abi/linux"
-	"gvisor.dev/gvisor/pkg/cleanup"
 	gcontext "gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/log"
 	"gvisor.dev/gvisor/pkg/sentry/checkpoint"
@@ -27,10 +26,8 @@ import (
 	"gvisor.dev/gvisor/pkg/sentry/socket/netstack"
 	sentrytime "gvisor.dev/gvisor/pkg/sentry/time"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
-	"gvisor.dev/gvisor/pkg/tcpip/nftables"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
-	"z.gfire.dev/gvx/core/lockdown"
 	"z.gfire.dev/gvx/core/sentry/ext4fs"
 )
 
@@ -76,26 +73,30 @@ type snapshotMeta struct {
 }
 
 // imageFingerprint identifies an EROFS image cheaply: its size and a hash
-// of its first blocks, which hold the superblock (with the build's time
-// and the root's inode) and the start of the metadata.
+// of its first block, which holds the superblock (with the build's time
+// and the root's inode), the part gVisor's erofs itself compares when it
+// restores a filesystem. Every boot computes it (New), so it reads one
+// block.
 type imageFingerprint struct {
 	Size   int64  `json:"size"`
 	Sha256 string `json:"sha256_head"`
 }
 
 // fingerprintLength is how much of the image the fingerprint hashes.
-const fingerprintLength = 64 << 10
+const fingerprintLength = 4 << 10
 
 func fingerprintImage(f *os.File) (imageFingerprint, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return imageFingerprint{}, err
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, fingerprintLength)); err != nil {
+	var head [fingerprintLength]byte
+	n, err := f.ReadAt(head[:], 0)
+	if err != nil && err != io.EOF {
 		return imageFingerprint{}, fmt.Errorf("sentry: reading the image: %w", err)
 	}
-	return imageFingerprint{Size: st.Size(), Sha256: hex.EncodeToString(h.Sum(nil))}, nil
+	sum := sha256.Sum256(head[:n])
+	return imageFingerprint{Size: st.Size(), Sha256: hex.EncodeToString(sum[:])}, nil
 }
 
 // Errors of Checkpoint and Restore.
@@ -316,16 +317,12 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 		return nil, ErrSnapshotImage
 	}
 	cfg.NFTables = meta.NFTables
-	if err := initGlobal(); err != nil {
+	s, cu, err := claim(cfg)
+	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{image: fp, restoredAnnotations: meta.Annotations, cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
-	if err := claimProcess(s); err != nil {
-		return nil, err
-	}
-	cu := cleanup.Make(func() { releaseProcess(s) })
 	defer cu.Clean()
-	configureLog(cfg.LogWriter, cfg.Debug)
+	s.image, s.restoredAnnotations = fp, meta.Annotations
 
 	// The descriptors the snapshot's host files are re-bound to: the
 	// image and init's streams that were host files. Once the kernel is
@@ -368,35 +365,10 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 		restoreVolumes[cfg.Volumes[i].Target] = v
 	}
 
-	if len(cfg.CPUSet) > 0 {
-		if err := pinToCPUs(cfg.CPUSet); err != nil {
-			return nil, err
-		}
-	}
-	if !cfg.DisableLockdown {
-		if err := lockdown.DropPrivileges(); err != nil {
-			return nil, err
-		}
-	}
-	plat, err := newPlatform(cfg.Platform, cfg.CPUs, cfg.NoSpinning)
+	plat, mf, err := s.prepareHost()
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.DisableLockdown {
-		opts := cfg.Lockdown
-		opts.Platform = plat.SeccompInfo()
-		if s.filter, err = lockdown.Prepare(opts); err != nil {
-			return nil, err
-		}
-	}
-	mf, err := newMemoryFile()
-	if err != nil {
-		return nil, err
-	}
-	if cfg.NFTables {
-		nftables.EnableNFTables()
-	}
-	setMemoryTotals(cfg.MemoryLimit)
 	k := &kernel.Kernel{Platform: plat}
 	k.SetMemoryFile(mf)
 	s.k = k
@@ -418,13 +390,8 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 			return nil, fmt.Errorf("sentry: the snapshot has no volume at %s; restore with the volumes it was taken with", cfg.Volumes[i].Target)
 		}
 	}
-	if err := prepareAddressSpaces(cfg.Platform, plat, bootAddressSpaces); err != nil {
+	if err := s.limitHost(plat, &cu); err != nil {
 		return nil, err
-	}
-	if cfg.MemoryLimit > 0 {
-		if err := capMemoryFile(k.MemoryFile(), cfg.MemoryLimit); err != nil {
-			return nil, err
-		}
 	}
 	init := k.GlobalInit()
 	if init == nil {
@@ -433,10 +400,6 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 	s.mns = init.Leader().MountNamespace()
 	s.mns.IncRef()
 	cu.Add(func() { s.mns.DecRef(ctx) })
-	if cfg.PidsLimit > 0 {
-		setPidsLimit(k, cfg.PidsLimit)
-		cu.Add(func() { clearPidsLimit(k) })
-	}
 
 	p := newProcess(s, init, k.RootPIDNamespace().IDOfThreadGroup(init), &stdio{}, &ProcessSpec{})
 	s.mu.Lock()
@@ -521,7 +484,7 @@ func (n restoreNetwork) ConfigureNetwork(s inet.Stack) error {
 		ns.Stack.SetIPTables(netfilter.DefaultLinuxTables(ns.Stack.Clock(), ns.Stack.InsecureRNG()))
 	}
 	if n.nftables && ns.Stack.NFTables() == nil {
-		ns.Stack.SetNFTables(nftables.NewNFTables(ns.Stack, ns.Stack.Clock(), ns.Stack.SecureRNG()))
+		enableNFTables(ns.Stack)
 	}
 	if err := addLoopback(ns.Stack); err != nil {
 		return err

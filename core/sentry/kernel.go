@@ -16,13 +16,14 @@ import (
 	sentrytime "gvisor.dev/gvisor/pkg/sentry/time"
 	"gvisor.dev/gvisor/pkg/sentry/usage"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
-	"gvisor.dev/gvisor/pkg/tcpip/nftables"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
 
 // newKernel creates and initialises a kernel on plat and mf with a root
 // network namespace that has only a loopback interface. It returns the root
 // network stack so the caller can add NICs.
+//
+// Preconditions: Sandbox.prepareHost ran (nftables and memory totals).
 //
 // On success the kernel owns mf.
 func newKernel(c Config, plat platform.Platform, mf *pgalloc.MemoryFile) (*kernel.Kernel, *stack.Stack, error) {
@@ -41,11 +42,6 @@ func newKernel(c Config, plat platform.Platform, mf *pgalloc.MemoryFile) (*kerne
 	tk.SetClocks(sentrytime.NewCalibratedClocks(false /* monotonicRawEnabled */), params)
 
 	userns := auth.NewRootUserNamespace()
-	if c.NFTables {
-		// Process-wide and irreversible: the netlink netfilter protocol
-		// consults the same flag.
-		nftables.EnableNFTables()
-	}
 	creator := &netstackCreator{clock: tk, ids: k, netRaw: c.NetRaw, packetWrite: c.AllowPacketSocketWrite, nftables: c.NFTables}
 	rootStack, err := creator.newStack()
 	if err != nil {
@@ -55,8 +51,6 @@ func newKernel(c Config, plat platform.Platform, mf *pgalloc.MemoryFile) (*kerne
 		rootStack.Destroy()
 		return nil, nil, err
 	}
-
-	setMemoryTotals(c.MemoryLimit)
 
 	err = k.Init(kernel.InitKernelArgs{
 		FeatureSet:           cpuid.HostFeatureSet().Fixed(),

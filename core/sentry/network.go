@@ -73,7 +73,7 @@ func (c *netstackCreator) newStack() (*netstack.Stack, error) {
 	}
 	s := netstack.NewStack(stack.New(opts), c.ids.UniqueID())
 	if c.nftables {
-		s.Stack.SetNFTables(nftables.NewNFTables(s.Stack, c.clock, s.Stack.SecureRNG()))
+		enableNFTables(s.Stack)
 	}
 
 	sack := tcpip.TCPSACKEnabled(true)
@@ -119,4 +119,10 @@ func addLoopback(s *stack.Stack) error {
 	s.AddRoute(tcpip.Route{Destination: tcpip.AddressWithPrefix{Address: v4, PrefixLen: 8}.Subnet(), NIC: id})
 	s.AddRoute(tcpip.Route{Destination: tcpip.AddressWithPrefix{Address: v6, PrefixLen: 128}.Subnet(), NIC: id})
 	return nil
+}
+
+// enableNFTables gives s gVisor's nftables, as a new stack or a restored
+// one (whose tables a snapshot does not hold) gets them.
+func enableNFTables(s *stack.Stack) {
+	s.SetNFTables(nftables.NewNFTables(s, s.Clock(), s.SecureRNG()))
 }

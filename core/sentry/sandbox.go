@@ -13,7 +13,10 @@ import (
 	gcontext "gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
+	"gvisor.dev/gvisor/pkg/sentry/pgalloc"
+	"gvisor.dev/gvisor/pkg/sentry/platform"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
+	"gvisor.dev/gvisor/pkg/tcpip/nftables"
 
 	"z.gfire.dev/gvx/core/lockdown"
 	"z.gfire.dev/gvx/core/sentry/ext4fs"
@@ -80,16 +83,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := initGlobal(); err != nil {
+	s, cu, err := claim(cfg)
+	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
-	if err := claimProcess(s); err != nil {
-		return nil, err
-	}
-	cu := cleanup.Make(func() { releaseProcess(s) })
 	defer cu.Clean()
-	configureLog(cfg.LogWriter, cfg.Debug)
 
 	// The caller may close cfg.Image once New returns.
 	if s.image, err = fingerprintImage(cfg.Image); err != nil {
@@ -111,32 +109,7 @@ func New(cfg Config) (*Sandbox, error) {
 	// Registered before the kernel's release, so it runs after it.
 	cu.Add(func() { closeVolumes(gcontext.Background(), s.volumes) })
 
-	if len(cfg.CPUSet) > 0 {
-		// Before the platform forks its stubs, so they inherit the mask.
-		if err := pinToCPUs(cfg.CPUSet); err != nil {
-			return nil, err
-		}
-	}
-	if !cfg.DisableLockdown {
-		// Before the platform forks its stubs, so they inherit nothing.
-		if err := lockdown.DropPrivileges(); err != nil {
-			return nil, err
-		}
-	}
-	plat, err := newPlatform(cfg.Platform, cfg.CPUs, cfg.NoSpinning)
-	if err != nil {
-		return nil, err
-	}
-	if !cfg.DisableLockdown {
-		// Precompiled for the usual configurations: microseconds.
-		opts := cfg.Lockdown
-		opts.Platform = plat.SeccompInfo()
-		if s.filter, err = lockdown.Prepare(opts); err != nil {
-			return nil, err
-		}
-	}
-
-	mf, err := newMemoryFile()
+	plat, mf, err := s.prepareHost()
 	if err != nil {
 		return nil, err
 	}
@@ -146,13 +119,8 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.k = k
 	cu.Add(k.Release)
-	if err := prepareAddressSpaces(cfg.Platform, plat, bootAddressSpaces); err != nil {
+	if err := s.limitHost(plat, &cu); err != nil {
 		return nil, err
-	}
-	if cfg.MemoryLimit > 0 {
-		if err := capMemoryFile(k.MemoryFile(), cfg.MemoryLimit); err != nil {
-			return nil, err
-		}
 	}
 	ctx := k.SupervisorContext()
 
@@ -176,12 +144,86 @@ func New(cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("sentry: configuring the network: %w", err)
 		}
 	}
+	cu.Release()
+	return s, nil
+}
+
+// claim makes a Sandbox for cfg the process's live sandbox, with the
+// process-wide parts of gVisor ready and its log pointed at cfg's writer.
+// The returned cleanup gives the claim up.
+func claim(cfg Config) (*Sandbox, cleanup.Cleanup, error) {
+	if err := initGlobal(); err != nil {
+		return nil, cleanup.Cleanup{}, err
+	}
+	s := &Sandbox{cfg: cfg, killed: make(chan struct{}), closed: make(chan struct{}), procs: make(map[*Process]struct{}), files: make(map[*File]struct{})}
+	if err := claimProcess(s); err != nil {
+		return nil, cleanup.Cleanup{}, err
+	}
+	configureLog(cfg.LogWriter, cfg.Debug)
+	return s, cleanup.Make(func() { releaseProcess(s) }), nil
+}
+
+// prepareHost readies the process for s's kernel, as New and Restore both
+// need it: CPU pinning and dropped privileges (before the platform forks
+// its stubs, so they inherit the mask and nothing else), the platform, the
+// lockdown filter (prepared, installed at start), the memory file, and
+// gVisor's process-wide nftables switch and memory totals.
+func (s *Sandbox) prepareHost() (platform.Platform, *pgalloc.MemoryFile, error) {
+	cfg := s.cfg
+	if len(cfg.CPUSet) > 0 {
+		if err := pinToCPUs(cfg.CPUSet); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !cfg.DisableLockdown {
+		if err := lockdown.DropPrivileges(); err != nil {
+			return nil, nil, err
+		}
+	}
+	plat, err := newPlatform(cfg.Platform, cfg.CPUs, cfg.NoSpinning)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cfg.DisableLockdown {
+		// Precompiled for the usual configurations: microseconds.
+		opts := cfg.Lockdown
+		opts.Platform = plat.SeccompInfo()
+		if s.filter, err = lockdown.Prepare(opts); err != nil {
+			return nil, nil, err
+		}
+	}
+	mf, err := newMemoryFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.NFTables {
+		// Process-wide and irreversible: the netlink netfilter protocol
+		// consults the same flag.
+		nftables.EnableNFTables()
+	}
+	setMemoryTotals(cfg.MemoryLimit)
+	return plat, mf, nil
+}
+
+// limitHost applies the host-side limits to s's kernel, made or restored:
+// the platform's stub pool, the memory file's ceiling and the pids limit,
+// whose undoing it adds to cu.
+func (s *Sandbox) limitHost(plat platform.Platform, cu *cleanup.Cleanup) error {
+	cfg := s.cfg
+	if err := prepareAddressSpaces(cfg.Platform, plat, bootAddressSpaces); err != nil {
+		return err
+	}
+	if cfg.MemoryLimit > 0 {
+		if err := capMemoryFile(s.k.MemoryFile(), cfg.MemoryLimit); err != nil {
+			return err
+		}
+	}
 	if cfg.PidsLimit > 0 {
+		k := s.k
 		setPidsLimit(k, cfg.PidsLimit)
 		cu.Add(func() { clearPidsLimit(k) })
 	}
-	cu.Release()
-	return s, nil
+	return nil
 }
 
 // dupFile duplicates f's descriptor, close-on-exec.
