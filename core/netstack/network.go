@@ -35,30 +35,17 @@ type Network struct {
 	closed   bool
 	nat      *nat
 	wire     [2]*wireEnd // guest end, NAT end
-	// held keeps the published ports' serve loops from starting until
-	// Release; guest is the stack they will serve.
-	held  bool
-	guest *stack.Stack
-	// relays holds new relays into the guest during a checkpoint.
+	// relays holds new relays into the guest while suspended.
 	relays gate
-}
-
-// Hold makes Attach leave the published ports unserved until Release:
-// their listeners queue connections meanwhile. A restored sandbox uses it
-// so that nothing reaches the guest before it is ready (its snapshot hook
-// has run).
-func (n *Network) Hold() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.held = true
 }
 
 // Suspend ends every connection and UDP flow in progress through the
 // published ports and the NAT, waits until their relays have let go of the
 // guest's sockets, and holds new ones until Resume; the ports stay open
-// and queue new connections. A checkpoint suspends the network: a relay
-// waiting on a guest socket cannot be saved, and its host side could not
-// be restored anyway.
+// and queue new connections. It may come before Attach. A checkpoint
+// suspends the network (a relay waiting on a guest socket cannot be saved,
+// and its host side could not be restored anyway), and so does a restore
+// until the guest is ready (its snapshot hook has run).
 func (n *Network) Suspend() {
 	n.relays.close()
 	n.flows.closeFlows(func(c io.Closer) bool {
@@ -69,19 +56,6 @@ func (n *Network) Suspend() {
 
 // Resume lets the connections Suspend held through.
 func (n *Network) Resume() { n.relays.open() }
-
-// Release starts serving the published ports that Hold kept back.
-func (n *Network) Release() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.held {
-		return
-	}
-	n.held = false
-	if n.attached && !n.closed {
-		n.serveLocked(n.guest)
-	}
-}
 
 // New validates cfg and opens everything on the host the network will
 // need: the published ports' listeners and sockets, the host's resolvers
@@ -145,18 +119,6 @@ func (n *Network) Attach(s *stack.Stack) error {
 		}
 	}
 	n.attached = true
-	n.guest = s
-	if n.held {
-		return nil
-	}
-	n.serveLocked(s)
-	return nil
-}
-
-// serveLocked starts the published ports' serve loops into s.
-//
-// Preconditions: n.mu is held; n is attached.
-func (n *Network) serveLocked(s *stack.Stack) {
 	targets := []tcpip.Address{guestLoopback}
 	if n.cfg.Mode == ModeNAT {
 		targets = append(targets, tcpipAddr(GuestAddr))
@@ -172,6 +134,7 @@ func (n *Network) serveLocked(s *stack.Stack) {
 			n.drain.wg.Done()
 		}
 	}
+	return nil
 }
 
 // attachNATLocked creates the wire, eth0 on s and the NAT stack.

@@ -244,16 +244,17 @@ func TestDrainDeliversWhatTheGuestWroteLast(t *testing.T) {
 	}
 }
 
-// TestHoldKeepsPublishedPortsUntilRelease: a held network accepts a
-// client's connection but relays nothing into the guest until Release; the
-// connection is then served, not lost.
-func TestHoldKeepsPublishedPortsUntilRelease(t *testing.T) {
+// TestSuspendBeforeAttachHoldsPortsUntilResume: a network suspended before
+// it is attached (a restore) accepts a client's connection but relays
+// nothing into the guest until Resume; the connection is then served, not
+// lost.
+func TestSuspendBeforeAttachHoldsPortsUntilResume(t *testing.T) {
 	n, err := New(Config{Logf: t.Logf, Publish: []Publish{{HostAddr: netip.MustParseAddrPort("127.0.0.1:0"), GuestPort: 2375}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	n.Hold()
+	n.Suspend()
 	g := newGuestStack(t)
 	if err := n.Attach(g); err != nil {
 		t.Fatal(err)
@@ -266,12 +267,12 @@ func TestHoldKeepsPublishedPortsUntilRelease(t *testing.T) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if b, err := c.Read(make([]byte, 10)); err == nil {
-		t.Fatalf("a held port relayed %d bytes before Release", b)
+		t.Fatalf("a held port relayed %d bytes before Resume", b)
 	}
-	n.Release()
+	n.Resume()
 	c.SetReadDeadline(time.Time{})
 	if got := exchange(t, c.(stream), "hi"); got != "ready:hi" {
-		t.Fatalf("after Release: %q", got)
+		t.Fatalf("after Resume: %q", got)
 	}
 }
 

@@ -246,7 +246,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if snapshot != nil {
 		// Nothing reaches the restored guest before its snapshot hook
 		// has run (see below).
-		nw.Hold()
+		nw.Suspend()
 		var stdin *os.File
 		if f.interactive {
 			stdin = os.Stdin
@@ -293,7 +293,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		if err := backend.restoreHook(ctx); err != nil {
 			return err
 		}
-		nw.Release()
+		nw.Resume()
 	}
 	if f.selftest {
 		violateLockdown()
