@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/atomicfile"
 )
 
 // CheckpointOptions controls Checkpoint.
@@ -29,22 +29,16 @@ type CheckpointOptions struct {
 // The sandbox must have no Exec running. See `rungv checkpoint --help` for
 // what a snapshot leaves out and the image snapshot hooks that carry it.
 func (sb *Sandbox) Checkpoint(ctx context.Context, path string, opts CheckpointOptions) (control.CheckpointResult, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".gvx-*")
-	if err != nil {
-		return control.CheckpointResult{}, fmt.Errorf("gvx: checkpoint: %w", err)
+	var res control.CheckpointResult
+	var callErr error
+	err := atomicfile.Write(path, func(f *os.File) error {
+		res, callErr = sb.CheckpointTo(ctx, f, opts)
+		return callErr
+	})
+	if err != nil && err != callErr {
+		return res, fmt.Errorf("gvx: checkpoint: writing %s: %w", path, err)
 	}
-	defer os.Remove(tmp.Name())
-	res, err := sb.CheckpointTo(ctx, tmp, opts)
-	if cerr := tmp.Close(); err == nil && cerr != nil {
-		return res, fmt.Errorf("gvx: checkpoint: writing %s: %w", path, cerr)
-	}
-	if err != nil {
-		return res, err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return res, fmt.Errorf("gvx: checkpoint: %w", err)
-	}
-	return res, nil
+	return res, err
 }
 
 // CheckpointTo is Checkpoint writing the snapshot to w.

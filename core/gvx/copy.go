@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/atomicfile"
 )
 
 // CopyIn extracts the tar stream r into the guest directory dir, which is
@@ -186,25 +187,19 @@ func (sb *Sandbox) downloadDir(ctx context.Context, guestDir, hostDir string) (c
 // written beside hostPath and renamed over it), with the guest file's
 // permission bits less set-user-ID and set-group-ID.
 func (sb *Sandbox) DownloadFile(ctx context.Context, guestPath, hostPath string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(hostPath), "."+filepath.Base(hostPath)+".gvx-*")
-	if err != nil {
-		return fmt.Errorf("gvx: download: %w", err)
+	var callErr error
+	err := atomicfile.Write(hostPath, func(f *os.File) error {
+		info, err := sb.client.ReadFile(ctx, guestPath, f)
+		if err != nil {
+			callErr = sb.callError(err)
+			return callErr
+		}
+		return f.Chmod(fs.FileMode(info.Mode & 0o1777))
+	})
+	if err != nil && err != callErr {
+		return fmt.Errorf("gvx: download: writing %s: %w", hostPath, err)
 	}
-	defer os.Remove(tmp.Name())
-	info, err := sb.client.ReadFile(ctx, guestPath, tmp)
-	if cerr := tmp.Close(); err == nil && cerr != nil {
-		return fmt.Errorf("gvx: download: writing %s: %w", hostPath, cerr)
-	}
-	if err != nil {
-		return sb.callError(err)
-	}
-	if err := os.Chmod(tmp.Name(), fs.FileMode(info.Mode&0o1777)); err != nil {
-		return fmt.Errorf("gvx: download: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), hostPath); err != nil {
-		return fmt.Errorf("gvx: download: %w", err)
-	}
-	return nil
+	return err
 }
 
 // extractHostTar extracts a CopyOut archive into dir, dropping the first

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/internal/atomicfile"
 	"z.gfire.dev/gvx/core/internal/flock"
 )
 
@@ -196,23 +197,12 @@ func (s *Store) updateRefs(ctx context.Context, fn func(map[string]string) error
 // writeFileAtomic writes b to a temporary file beside path, syncs it and
 // renames it over path.
 func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.Write(path, func(f *os.File) error {
+		if _, err := f.Write(b); err != nil {
+			return err
+		}
+		return f.Sync()
+	})
 }
 
 // List returns every cached image, newest pull first, with its references.

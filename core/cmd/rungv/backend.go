@@ -86,8 +86,18 @@ func execError(argv0 string, err error) error {
 		return control.Errorf(control.CodeNotFound, "%s: command not found in the sandbox (%v)", argv0, err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EACCES), errors.Is(err, linuxerr.EACCES):
 		return control.Errorf(control.CodePermission, "%s: permission denied in the sandbox (%v)", argv0, err)
+	}
+	return sandboxError(err)
+}
+
+// sandboxError maps the Sentry's errors about the sandbox's state to
+// protocol errors.
+func sandboxError(err error) error {
+	switch {
 	case errors.Is(err, sentry.ErrStopped), errors.Is(err, sentry.ErrClosed):
 		return control.Errorf(control.CodeUnavailable, "the sandbox is stopping: %v", err)
+	case errors.Is(err, sentry.ErrNotStarted):
+		return control.Errorf(control.CodeInvalid, "%v", err)
 	}
 	return err
 }

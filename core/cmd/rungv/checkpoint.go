@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/internal/atomicfile"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/sentry"
 )
@@ -97,17 +97,6 @@ func (b *sandboxBackend) runHook(ctx context.Context, arg string, stdin io.Reade
 	return stdout.String(), nil
 }
 
-// sandboxError maps the Sentry's errors for a request on the sandbox.
-func sandboxError(err error) error {
-	switch {
-	case errors.Is(err, sentry.ErrStopped), errors.Is(err, sentry.ErrClosed):
-		return control.Errorf(control.CodeUnavailable, "%v", err)
-	case errors.Is(err, sentry.ErrNotStarted):
-		return control.Errorf(control.CodeInvalid, "%v", err)
-	}
-	return err
-}
-
 // countingWriter counts what passes to w.
 type countingWriter struct {
 	w io.Writer
@@ -179,25 +168,19 @@ with a snapshot hook (label ` + image.SnapshotHookLabel + `).`,
 	return cmd
 }
 
-// checkpoint writes the snapshot next to output and renames it into place
-// once complete, so a failed checkpoint leaves no partial snapshot.
+// checkpoint writes the snapshot whole or not at all, so a failed
+// checkpoint leaves no partial snapshot.
 func checkpoint(ctx context.Context, addr, output string, stop bool) error {
 	c, err := control.Dial(ctx, strings.TrimPrefix(addr, "unix:"))
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*")
-	if err != nil {
+	if err := atomicfile.Write(output, func(f *os.File) error {
+		_, err := c.Checkpoint(ctx, control.CheckpointRequest{Stop: stop}, f)
 		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = c.Checkpoint(ctx, control.CheckpointRequest{Stop: stop}, tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	return os.Rename(tmp.Name(), output)
+	return nil
 }
