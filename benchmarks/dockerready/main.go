@@ -111,7 +111,7 @@ func run() error {
 	}
 	var rready, repisode []time.Duration
 	for i := 0; i < *n; i++ {
-		r, e, err := gvxRestoredEpisode(dir, snap, snapVol)
+		r, e, err := gvxEpisode(dir, snapVol, "--restore", snap)
 		if err != nil {
 			return fmt.Errorf("gvx restored episode %d: %w", i, err)
 		}
@@ -280,16 +280,16 @@ func seed(dir, golden string) error {
 	return nil
 }
 
-// gvxEpisode clones the golden and returns start → info OK and start →
-// run → exit.
-func gvxEpisode(dir, golden string) (time.Duration, time.Duration, error) {
+// gvxEpisode starts rungv (with extra flags, such as --restore) on a clone
+// of vol and returns start → info OK and start → run → exit.
+func gvxEpisode(dir, vol string, extra ...string) (time.Duration, time.Duration, error) {
 	ep := filepath.Join(dir, "episode.ext4")
 	os.Remove(ep)
-	if out, err := exec.Command(*rungv, "volume", "clone", golden, ep).CombinedOutput(); err != nil {
+	if out, err := exec.Command(*rungv, "volume", "clone", vol, ep).CombinedOutput(); err != nil {
 		return 0, 0, fmt.Errorf("rungv volume clone: %v\n%s", err, out)
 	}
 	t0 := time.Now()
-	s, err := start(dir, "episode", ep)
+	s, err := start(dir, "episode", ep, extra...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -342,34 +342,6 @@ func snapshotReady(dir, golden string) (snap, vol string, took time.Duration, er
 		return "", "", 0, fmt.Errorf("rungv volume flatten: %v\n%s", err, out)
 	}
 	return snap, vol, took, nil
-}
-
-// gvxRestoredEpisode restores the snapshot on a clone of its volume and
-// returns start → info OK and start → run → exit.
-func gvxRestoredEpisode(dir, snap, vol string) (time.Duration, time.Duration, error) {
-	ep := filepath.Join(dir, "restored.ext4")
-	os.Remove(ep)
-	if out, err := exec.Command(*rungv, "volume", "clone", vol, ep).CombinedOutput(); err != nil {
-		return 0, 0, fmt.Errorf("rungv volume clone: %v\n%s", err, out)
-	}
-	t0 := time.Now()
-	s, err := start(dir, "restored", ep, "--restore", snap)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := s.waitInfo(1); err != nil {
-		s.cmd.Process.Kill()
-		return 0, 0, err
-	}
-	ready := time.Since(t0)
-	if err := s.docker("run", "--rm", *archiveImage, "true"); err != nil {
-		s.cmd.Process.Kill()
-		return 0, 0, err
-	}
-	if err := s.stop(); err != nil {
-		return 0, 0, err
-	}
-	return ready, time.Since(t0), nil
 }
 
 func mib(path string) string {

@@ -261,17 +261,25 @@ while :; do
 	sleep 0.02
 done`
 
+// startVolumeCounter boots a sandbox with a new volume at /data and
+// volumeCounterInit as its init.
+func startVolumeCounter(t *testing.T) (s *Sandbox, dir, img string) {
+	t.Helper()
+	dir = volumeDir(t)
+	img = newTestVolume(t, dir, 64<<20)
+	s = newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
+	if _, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", volumeCounterInit}, Stdout: devNull(t), Stderr: devNull(t)}); err != nil {
+		t.Fatal(err)
+	}
+	return s, dir, img
+}
+
 // TestCheckpointRestoreWithVolume stops a sandbox into a snapshot and its
 // volume image, checks the image with e2fsck, restores the snapshot on a
 // copy of the image and checks the guest goes on writing through the file
 // it had open.
 func TestCheckpointRestoreWithVolume(t *testing.T) {
-	dir := volumeDir(t)
-	img := newTestVolume(t, dir, 64<<20)
-	s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
-	if _, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", volumeCounterInit}, Stdout: devNull(t), Stderr: devNull(t)}); err != nil {
-		t.Fatal(err)
-	}
+	s, dir, img := startVolumeCounter(t)
 	waitFor(t, "the counter to reach 5", func() bool {
 		b, err := s.ReadFile(t.Context(), "/tmp/i")
 		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -332,12 +340,7 @@ func TestCheckpointRestoreWithVolume(t *testing.T) {
 // volume and on a fresh image: both fail with errors that say what to
 // restore with.
 func TestRestoreChecksTheVolume(t *testing.T) {
-	dir := volumeDir(t)
-	img := newTestVolume(t, dir, 64<<20)
-	s := newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
-	if _, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", volumeCounterInit}, Stdout: devNull(t), Stderr: devNull(t)}); err != nil {
-		t.Fatal(err)
-	}
+	s, dir, _ := startVolumeCounter(t)
 	waitFor(t, "the counter to start", func() bool { _, err := s.Stat(t.Context(), "/data/dir/i"); return err == nil })
 	var snap bytes.Buffer
 	if err := s.Checkpoint(&snap, CheckpointOptions{Stop: true}); err != nil {
