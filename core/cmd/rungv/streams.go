@@ -58,10 +58,11 @@ func (o *outputPipes) wait(timeout time.Duration) {
 // rungv's copies of the pipes made for them.
 func (o *outputPipes) initStreams() (stdout, stderr *os.File, release func(), err error) {
 	var opened []*os.File
-	release = func() {
+	release = func() { // idempotent: run calls it once started, and defers it
 		for _, f := range opened {
 			f.Close()
 		}
+		opened = nil
 	}
 	stdout, piped, err := o.stream(os.Stdout)
 	if err != nil {
