@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -116,5 +117,66 @@ func BenchmarkBootToFirstExit(b *testing.B) {
 		}
 		p.Wait()
 		s.Close()
+	}
+}
+
+// syscallSitesELF returns a static executable that makes one getppid(2)
+// call on each of pages pages of its text, then exits with status 0.
+// Under systrap each first call from a site traps, and the Sentry patches
+// the site, which copies the page; so the executable measures what a
+// patched page costs an exec apart from everything a libc does.
+func syscallSitesELF(pages int) []byte {
+	const (
+		sysGetppid   = 110
+		sysExitGroup = 231
+		pageSize     = 4096
+	)
+	var a asm
+	for i := range pages {
+		a.emit(0xb8).u32(sysGetppid) // mov eax, 110
+		a.emit(0x0f, 0x05)           // syscall
+		next := fmt.Sprintf("site%d", i+1)
+		a.emit(0xe9).rel32(next) // jmp next
+		for (elfCodeAddr+len(a.code))%pageSize != 0 {
+			a.emit(0xcc) // int3
+		}
+		a.label(next)
+	}
+	a.emit(0x31, 0xff)             // xor edi, edi
+	a.emit(0xb8).u32(sysExitGroup) // mov eax, 231
+	a.emit(0x0f, 0x05)             // syscall
+	code, err := a.link()
+	if err != nil {
+		panic(err)
+	}
+	return staticELF(code)
+}
+
+// BenchmarkExecFloor separates what an exec costs in gVisor from what the
+// executed binary costs: an executable whose only system call is
+// exit_group, the same after 1 and 7 text pages with a patched system call
+// site each (busybox `true` patches 7), and busybox `true` itself.
+func BenchmarkExecFloor(b *testing.B) {
+	s := newSandbox(b, Config{Platform: Platform(os.Getenv("GVX_BENCH_PLATFORM"))})
+	startIdle(b, s)
+	for _, pages := range []int{0, 1, 7} {
+		name := fmt.Sprintf("/tmp/sites%d", pages)
+		if err := s.WriteFile(context.Background(), name, syscallSitesELF(pages), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("patched-pages-%d", pages), func(b *testing.B) { benchmarkExec(b, s, name) })
+	}
+	b.Run("busybox-true", func(b *testing.B) { benchmarkExec(b, s, "true") })
+}
+
+func benchmarkExec(b *testing.B, s *Sandbox, argv0 string) {
+	for b.Loop() {
+		p, err := s.Exec(context.Background(), ProcessSpec{Argv: []string{argv0}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if status, err := p.Wait(); err != nil || status.ExitCode() != 0 {
+			b.Fatalf("%s: %v, %v", argv0, status, err)
+		}
 	}
 }

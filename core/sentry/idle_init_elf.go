@@ -15,11 +15,6 @@ func idleInitELF() ([]byte, error) {
 		return nil, fmt.Errorf("sentry: the built-in idle init exists for amd64 only, not %s", runtime.GOARCH)
 	}
 	const (
-		base    = 0x400000
-		ehSize  = 64
-		phSize  = 56
-		codeOff = ehSize + phSize
-
 		sysRtSigaction = 13
 		sysPause       = 34
 		sysExitGroup   = 231
@@ -53,35 +48,50 @@ func idleInitELF() ([]byte, error) {
 	a.emit(0x0f, 0x05)             // syscall
 	// struct kernel_sigaction { handler, flags, restorer, mask }.
 	a.label("ignore")
-	a.u64(sigIGN).u64(saRestorer).abs64("handler", base+codeOff).u64(0)
+	a.u64(sigIGN).u64(saRestorer).abs64("handler", elfCodeAddr).u64(0)
 	a.label("exit")
-	a.abs64("handler", base+codeOff).u64(saRestorer).abs64("handler", base+codeOff).u64(0)
+	a.abs64("handler", elfCodeAddr).u64(saRestorer).abs64("handler", elfCodeAddr).u64(0)
 	code, err := a.link()
 	if err != nil {
 		return nil, err
 	}
+	return staticELF(code), nil
+}
 
+// The layout of staticELF's executables: one PT_LOAD segment mapped at
+// elfBase holding the headers, then the code, which starts at elfCodeAddr.
+const (
+	elfBase     = 0x400000
+	elfHdrSize  = 64
+	elfPhdrSize = 56
+	elfCodeAddr = elfBase + elfHdrSize + elfPhdrSize
+)
+
+// staticELF wraps x86-64 machine code, linked to run at elfCodeAddr, in a
+// static ELF executable whose entry point is the code's first byte.
+func staticELF(code []byte) []byte {
+	const codeOff = elfHdrSize + elfPhdrSize
 	b := make([]byte, codeOff, codeOff+len(code))
 	le := binary.LittleEndian
 	copy(b, []byte{0x7f, 'E', 'L', 'F', 2 /* 64-bit */, 1 /* little endian */, 1 /* version */})
 	le.PutUint16(b[16:], 2)    // ET_EXEC
 	le.PutUint16(b[18:], 0x3e) // EM_X86_64
 	le.PutUint32(b[20:], 1)
-	le.PutUint64(b[24:], base+codeOff) // entry
-	le.PutUint64(b[32:], ehSize)       // program headers
-	le.PutUint16(b[52:], ehSize)
-	le.PutUint16(b[54:], phSize)
+	le.PutUint64(b[24:], elfCodeAddr) // entry
+	le.PutUint64(b[32:], elfHdrSize)  // program headers
+	le.PutUint16(b[52:], elfHdrSize)
+	le.PutUint16(b[54:], elfPhdrSize)
 	le.PutUint16(b[56:], 1)
-	ph := b[ehSize:]
+	ph := b[elfHdrSize:]
 	size := uint64(codeOff + len(code))
 	le.PutUint32(ph[0:], 1) // PT_LOAD
 	le.PutUint32(ph[4:], 5) // PF_R|PF_X
-	le.PutUint64(ph[16:], base)
-	le.PutUint64(ph[24:], base)
+	le.PutUint64(ph[16:], elfBase)
+	le.PutUint64(ph[24:], elfBase)
 	le.PutUint64(ph[32:], size)
 	le.PutUint64(ph[40:], size)
 	le.PutUint64(ph[48:], 0x1000)
-	return append(b, code...), nil
+	return append(b, code...)
 }
 
 // asm assembles machine code with forward and backward labels.
