@@ -38,6 +38,23 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
+def sandboxes_of(pid: int) -> list[int]:
+    """Direct child processes of pid that are sandboxes (rungv).
+
+    Other children, such as the resource tracker that multiprocessing
+    starts once and keeps for the life of the process, are not counted.
+    """
+    out = []
+    for child in children_of(pid):
+        try:
+            exe = os.readlink(f"/proc/{child}/exe")
+        except OSError:
+            continue
+        if os.path.basename(exe).startswith("rungv"):
+            out.append(child)
+    return out
+
+
 def open_fds() -> set[str]:
     """This process's open descriptors, as 'fd -> target'."""
     out = set()

@@ -15,7 +15,7 @@ import pytest
 
 import gvx
 from gvx import _episodes
-from conftest import children_of, open_fds
+from conftest import open_fds, sandboxes_of
 
 gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
 
@@ -136,8 +136,8 @@ def test_warm_pool_depth_serves_back_to_back_resets() -> None:
         env.close()
     # close() also closes the sandboxes still waiting in the pool.
     deadline = time.monotonic() + 10
-    while children_of(os.getpid()):
-        assert time.monotonic() < deadline, f"sandboxes left after close: {children_of(os.getpid())}"
+    while sandboxes_of(os.getpid()):
+        assert time.monotonic() < deadline, f"sandboxes left after close: {sandboxes_of(os.getpid())}"
         time.sleep(0.05)
 
 
@@ -288,7 +288,7 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
             env.reset()
             env.step("echo warm")
         time.sleep(0.5)
-        fds, kids, rss = open_fds(), len(children_of(os.getpid())), _rss_kib()
+        fds, kids, rss = open_fds(), len(sandboxes_of(os.getpid())), _rss_kib()
         start = time.perf_counter()
         for i in range(cycles):
             env.reset()
@@ -296,7 +296,7 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
             assert obs["stdout"] == f"{i}\n2\n", obs
         elapsed = time.perf_counter() - start
         time.sleep(1.0)  # retired sandboxes finish closing
-        assert len(children_of(os.getpid())) <= kids, "sandbox processes accumulate"
+        assert len(sandboxes_of(os.getpid())) <= kids, "sandbox processes accumulate"
         # The live and the prepared sandbox hold a few descriptors each, with
         # new numbers every episode: compare counts, with room for one
         # sandbox that is still starting.
@@ -308,5 +308,5 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
         print(f"{cycles} reset+step cycles in {elapsed:.1f} s ({elapsed / cycles * 1000:.1f} ms each)")
     finally:
         env.close()
-    assert children_of(os.getpid()) == [], "sandboxes outlive GvxEnv.close()"
+    assert sandboxes_of(os.getpid()) == [], "sandboxes outlive GvxEnv.close()"
     assert list(episodes.iterdir()) == [], "episode clones outlive GvxEnv.close()"
