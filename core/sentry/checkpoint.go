@@ -48,9 +48,9 @@ import (
 // snapshotMagic opens every snapshot.
 const snapshotMagic = "GVXSNAP\n"
 
-// snapshotVersion changes when a snapshot of one gvx cannot be restored
-// by another. gVisor's encoding is tied to the exact gVisor version, so
-// the metadata also records that (through the build's module version).
+// snapshotVersion changes with the header's format. gVisor's encoding
+// after it is tied to the exact build (see executableBuildID), which the
+// metadata records.
 const snapshotVersion = 1
 
 // maxSnapshotMeta bounds the metadata read before it is trusted.
@@ -59,6 +59,9 @@ const maxSnapshotMeta = 1 << 20
 // snapshotMeta is what Restore checks before it decodes the kernel.
 type snapshotMeta struct {
 	Version int `json:"version"`
+	// Build identifies the executable that wrote the snapshot; only the
+	// same build decodes it.
+	Build string `json:"build"`
 	// Image fingerprints the root filesystem image: a snapshot refers to
 	// the image's blocks and restores only onto the same image.
 	Image imageFingerprint `json:"image"`
@@ -107,6 +110,9 @@ var (
 	// ErrSnapshotImage is returned by Restore when Config.Image is not
 	// the image the snapshot was taken on.
 	ErrSnapshotImage = errors.New("sentry: the snapshot was taken on another root image; restore it with the image it was taken with")
+	// ErrSnapshotBuild is returned by Restore for a snapshot that another
+	// build of gvx wrote.
+	ErrSnapshotBuild = errors.New("sentry: the snapshot was written by another build of gvx")
 )
 
 // initStdioContainer names init's standard streams in a snapshot: Restore
@@ -177,7 +183,7 @@ func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
 		return refuse("a sandbox with volumes is checkpointed with Stop, so their images keep the snapshot's state; the guest cannot run on")
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	meta := snapshotMeta{Version: snapshotVersion, Image: s.image, NFTables: s.cfg.NFTables, InitStreams: s.init.stdio.imported, Annotations: opts.Annotations}
+	meta := snapshotMeta{Version: snapshotVersion, Build: processBuildID, Image: s.image, NFTables: s.cfg.NFTables, InitStreams: s.init.stdio.imported, Annotations: opts.Annotations}
 	if err := writeSnapshotHeader(bw, meta); err != nil {
 		return err
 	}
@@ -308,6 +314,12 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 	meta, err := readSnapshotHeader(br)
 	if err != nil {
 		return nil, err
+	}
+	if err := initGlobal(); err != nil {
+		return nil, err
+	}
+	if meta.Build != processBuildID {
+		return nil, fmt.Errorf("%w (%s; this is %s): restore it with the rungv or libgvx that took it, or take it again with this one", ErrSnapshotBuild, shortBuildID(meta.Build), shortBuildID(processBuildID))
 	}
 	fp, err := fingerprintImage(cfg.Image)
 	if err != nil {
@@ -499,3 +511,15 @@ func (n restoreNetwork) ConfigureNetwork(s inet.Stack) error {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// shortBuildID names a build in an error message: by the last part of a
+// Go build ID, the hash of the linked executable.
+func shortBuildID(id string) string {
+	if id == "" {
+		return "an unnamed build"
+	}
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return "build …" + id[i+1:]
+	}
+	return "build " + id
+}

@@ -232,6 +232,27 @@ func TestRestoreRefusesOtherInput(t *testing.T) {
 	if !errors.Is(err, ErrSnapshotImage) {
 		t.Fatalf("Restore on another image = %v (after %v); want ErrSnapshotImage", err, time.Since(start))
 	}
+	// A snapshot another build wrote is refused by name before decoding.
+	r := bytes.NewReader(snap.Bytes())
+	meta, err := readSnapshotHeader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Build == "" || meta.Build != processBuildID {
+		t.Fatalf("the snapshot names build %q; this process is %q", meta.Build, processBuildID)
+	}
+	meta.Build = "go:another/build/of/gvx"
+	var otherBuild bytes.Buffer
+	if err := writeSnapshotHeader(&otherBuild, meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.WriteTo(&otherBuild); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Restore(Config{Image: img, DisableLockdown: true}, &otherBuild, RestoreStdio{})
+	if !errors.Is(err, ErrSnapshotBuild) || !strings.Contains(err.Error(), "build …gvx") {
+		t.Fatalf("Restore of another build's snapshot = %v; want ErrSnapshotBuild naming it", err)
+	}
 	// A truncated snapshot fails with an error, not a crash, and leaves
 	// the process free for the next sandbox.
 	_, err = Restore(Config{Image: img, DisableLockdown: true}, bytes.NewReader(snap.Bytes()[:snap.Len()/2]), RestoreStdio{})
@@ -239,11 +260,11 @@ func TestRestoreRefusesOtherInput(t *testing.T) {
 		t.Fatal("Restore of a truncated snapshot succeeded")
 	}
 	t.Logf("truncated snapshot: %v", err)
-	r, err := Restore(Config{Image: img, DisableLockdown: true}, bytes.NewReader(snap.Bytes()), RestoreStdio{})
+	restored, err := Restore(Config{Image: img, DisableLockdown: true}, bytes.NewReader(snap.Bytes()), RestoreStdio{})
 	if err != nil {
 		t.Fatalf("Restore after the failures: %v", err)
 	}
-	r.Close()
+	restored.Close()
 }
 
 // volumeCounterInit keeps a file on the volume open across steps (fd 3,

@@ -28,6 +28,10 @@ var (
 	// handlers); creating ptrace's stubs after systrap's panics inside
 	// gVisor, so a process sticks to one.
 	processPlatform Platform
+
+	// processBuildID identifies this executable's build in the snapshots
+	// it writes and reads (executableBuildID). Set by initGlobal.
+	processBuildID string
 )
 
 // initGlobal prepares the process-wide parts of gVisor once.
@@ -48,6 +52,9 @@ func initGlobal() error {
 		// useless SIGCHLD stop notifications.
 		if err := sighandling.IgnoreChildStop(); err != nil {
 			globalInitErr = fmt.Errorf("sentry: ignoring child stop signals: %w", err)
+			return
+		}
+		if processBuildID, globalInitErr = executableBuildID(); globalInitErr != nil {
 			return
 		}
 		installPidsLimiter()
