@@ -78,6 +78,10 @@ func statusOf(err error) int {
 		return statusUnavailable
 	case control.IsCode(err, control.CodeNoSpace):
 		return statusNoSpace
+	case errors.As(err, new(*control.SourceError)):
+		// The caller's file could not be read (an I/O error, a file that
+		// is not what it claimed): an argument's fault, not gvx's.
+		return statusInvalid
 	}
 	return statusInternal
 }

@@ -382,6 +382,9 @@ func sandboxUpload(h uint64, hostPath, path string, mode int32, owner string) er
 		perm = st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
 	}
 	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm()), Owner: owner}, f)
+	if se := (*control.SourceError)(nil); errors.As(err, &se) {
+		return invalid("host file %s could not be read, so nothing was written: %v", hostPath, se.Err)
+	}
 	return err
 }
 

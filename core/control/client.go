@@ -386,6 +386,21 @@ func (n noteFailure) Read(p []byte) (int, error) {
 	return k, err
 }
 
+// SourceError is the failure of the reader a request's file or archive
+// came from (the caller's file, not the sandbox), which aborted the
+// request.
+type SourceError struct {
+	Err error
+}
+
+// Error implements error.
+func (e *SourceError) Error() string { return "reading what was to be sent: " + e.Err.Error() }
+
+// Unwrap returns the reader's error.
+func (e *SourceError) Unwrap() error { return e.Err }
+
+var _ error = (*SourceError)(nil)
+
 // or returns the error that failed the source of the stream, which says
 // more than the sandbox's report of an aborted stream, or else err.
 func (s sentFile) or(err error) error {
@@ -394,7 +409,7 @@ func (s sentFile) or(err error) error {
 	}
 	select {
 	case serr := <-s:
-		return fmt.Errorf("reading what was to be sent: %w", serr)
+		return &SourceError{Err: serr}
 	default: // the source did not fail, or not yet: the sandbox failed first
 		return err
 	}

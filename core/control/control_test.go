@@ -557,11 +557,12 @@ func TestCopyStreams(t *testing.T) {
 	// A source that fails midway fails the request with its own error;
 	// the backend saw an aborted stream, not a clean end.
 	broken := io.MultiReader(bytes.NewReader(stream[:MaxData+5]), iotest.ErrReader(errors.New("disk on fire")))
-	if _, err := c.CopyIn(ctx, CopyInRequest{Path: "/broken"}, broken); err == nil || !strings.Contains(err.Error(), "disk on fire") {
-		t.Errorf("copy in from a failing source: %v", err)
+	var se *SourceError
+	if _, err := c.CopyIn(ctx, CopyInRequest{Path: "/broken"}, broken); !errors.As(err, &se) || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("copy in from a failing source: %v; want a SourceError", err)
 	}
-	if _, err := c.WriteFile(ctx, WriteFileRequest{Path: "/broken-file"}, iotest.ErrReader(errors.New("disk on fire"))); err == nil || !strings.Contains(err.Error(), "disk on fire") {
-		t.Errorf("write file from a failing source: %v", err)
+	if _, err := c.WriteFile(ctx, WriteFileRequest{Path: "/broken-file"}, iotest.ErrReader(errors.New("disk on fire"))); !errors.As(err, &se) || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("write file from a failing source: %v; want a SourceError", err)
 	}
 }
 

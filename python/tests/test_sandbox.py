@@ -125,6 +125,11 @@ def test_upload_streams_large_files_and_keeps_modes(sb: gvx.Sandbox, tmp_path: P
         sb.upload(tmp_path / "absent", "/tmp/x")
     with pytest.raises(gvx.InvalidArgumentError, match="permission mode"):
         sb.upload(big, "/tmp/x", mode=0o17777)
+    # A host file that fails to read (here with EIO) is the argument's
+    # fault, named, and leaves nothing behind in the sandbox.
+    with pytest.raises(gvx.InvalidArgumentError, match="host file /proc/self/mem could not be read.*input/output error"):
+        sb.upload("/proc/self/mem", "/tmp/mem")
+    assert not sb.exists("/tmp/mem")
 
 
 def test_directories_go_in_and_come_back(sb: gvx.Sandbox, tmp_path: Path) -> None:
