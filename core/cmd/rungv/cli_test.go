@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"z.gfire.dev/gvx/core/internal/testimage"
 )
 
@@ -125,4 +128,22 @@ func TestPullErrorsSayWhatToDo(t *testing.T) {
 			t.Errorf("rungv %v: exit %d, stderr %q; want an error saying %q", c.args, code, errOut, c.want)
 		}
 	}
+}
+
+// TestFlagValueNames keeps --help readable: pflag takes a flag's value
+// name from the first `quoted` word of its usage, so a quoted phrase there
+// shows as "--restore rungv checkpoint".
+func TestFlagValueNames(t *testing.T) {
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
+				t.Errorf("rungv %s --%s shows its value as %q in --help; quote one word (FILE) or none", c.Name(), f.Name, name)
+			}
+		})
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(newRootCommand())
 }

@@ -127,7 +127,7 @@ signal N killed it).`,
 	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")
 	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
-	fl.StringVar(&f.restore, "restore", "", "continue the sandbox saved in this snapshot (`rungv checkpoint`) instead of running a command; give the IMAGE, volumes (clones of the saved images) and network flags it was saved with")
+	fl.StringVar(&f.restore, "restore", "", "continue the sandbox saved in the snapshot `FILE` (written by rungv checkpoint) instead of running a command; give the IMAGE, volumes (clones of the saved images) and network flags it was saved with")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
 	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
 	addMountFlags(fl, &f.mounts)
