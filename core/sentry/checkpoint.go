@@ -179,6 +179,9 @@ func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
 	if err != nil {
 		return err
 	}
+	if processBuildIDErr != nil {
+		return fmt.Errorf("sentry: cannot checkpoint without knowing this build: %w", processBuildIDErr)
+	}
 	if len(s.volumes) > 0 && !opts.Stop {
 		return refuse("a sandbox with volumes is checkpointed with Stop, so their images keep the snapshot's state; the guest cannot run on")
 	}
@@ -317,6 +320,9 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 	}
 	if err := initGlobal(); err != nil {
 		return nil, err
+	}
+	if processBuildIDErr != nil {
+		return nil, fmt.Errorf("sentry: cannot restore without knowing this build: %w", processBuildIDErr)
 	}
 	if meta.Build != processBuildID {
 		return nil, fmt.Errorf("%w (%s; this is %s): restore it with the rungv or libgvx that took it, or take it again with this one", ErrSnapshotBuild, shortBuildID(meta.Build), shortBuildID(processBuildID))

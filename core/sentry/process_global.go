@@ -30,8 +30,10 @@ var (
 	processPlatform Platform
 
 	// processBuildID identifies this executable's build in the snapshots
-	// it writes and reads (executableBuildID). Set by initGlobal.
-	processBuildID string
+	// it writes and reads (executableBuildID), or processBuildIDErr says
+	// why it could not be read. Set by initGlobal.
+	processBuildID    string
+	processBuildIDErr error
 )
 
 // initGlobal prepares the process-wide parts of gVisor once.
@@ -54,9 +56,9 @@ func initGlobal() error {
 			globalInitErr = fmt.Errorf("sentry: ignoring child stop signals: %w", err)
 			return
 		}
-		if processBuildID, globalInitErr = executableBuildID(); globalInitErr != nil {
-			return
-		}
+		// Only snapshots need it, so a host where it cannot be read
+		// still boots sandboxes.
+		processBuildID, processBuildIDErr = executableBuildID()
 		installPidsLimiter()
 		installFallocate()
 		installLog()
