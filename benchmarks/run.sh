@@ -90,6 +90,23 @@ stop_private_dockerd() {
 
 # Sandbox start, exec round trip and idle memory, against runsc built from
 # the gVisor version gvx pins and host docker.
+# exec_floor separates what an exec costs in gVisor from what the executed
+# binary costs (core/sentry's BenchmarkExecFloor, in-process, no control
+# round trip): an executable whose one system call is exit_group, the same
+# after 1 and 7 text pages with a system call site each, and busybox true.
+exec_floor() {
+	echo "## The floor under an exec (in-process: \`go test -bench ExecFloor ./core/sentry\`, 300 execs, mean)"
+	echo
+	echo "| executable | systrap | ptrace |"
+	echo "|---|---|---|"
+	local platform
+	for platform in systrap ptrace; do
+		GVX_BENCH_PLATFORM=$platform CGO_ENABLED=0 go test -run '^$' -bench ExecFloor -benchtime 300x ./core/sentry |
+			awk -v p="$platform" '/^BenchmarkExecFloor\// { sub(/^BenchmarkExecFloor\//, "", $1); sub(/-[0-9]+$/, "", $1); printf "%s %s %.2f\n", p, $1, $3 / 1e6 }'
+	done | awk '{ ms[$2, $1] = $3; if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
+		END { for (i = 1; i <= n; i++) printf "| %s | %.2f ms | %.2f ms |\n", order[i], ms[order[i], "systrap"], ms[order[i], "ptrace"] }'
+}
+
 startup() {
 	local anchors=/var/tmp/gvx-bench runsc
 	runsc=$(runsc_bin)
@@ -114,6 +131,8 @@ print([i["erofs"] for i in json.load(sys.stdin) if sys.argv[1] in i["refs"]][0])
 	fi
 	echo "== sandbox start, exec round trip, idle memory"
 	go run ./benchmarks/startup -rungv build/rungv -image "$ref" -runsc "$runsc" -bundle "$bundle" "${docker_args[@]}" -n "${N:-50}"
+	echo
+	exec_floor
 	echo
 	echo "== Python: env.reset() and steps/s"
 	local py_docker=()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/core/internal/tinyelf"
 )
 
 func TestExecParallel(t *testing.T) {
@@ -131,25 +133,25 @@ func syscallSitesELF(pages int) []byte {
 		sysExitGroup = 231
 		pageSize     = 4096
 	)
-	var a asm
+	var a tinyelf.Asm
 	for i := range pages {
-		a.emit(0xb8).u32(sysGetppid) // mov eax, 110
-		a.emit(0x0f, 0x05)           // syscall
+		a.Emit(0xb8).U32(sysGetppid) // mov eax, 110
+		a.Emit(0x0f, 0x05)           // syscall
 		next := fmt.Sprintf("site%d", i+1)
-		a.emit(0xe9).rel32(next) // jmp next
-		for (elfCodeAddr+len(a.code))%pageSize != 0 {
-			a.emit(0xcc) // int3
+		a.Emit(0xe9).Rel32(next) // jmp next
+		for (tinyelf.CodeAddr+a.Len())%pageSize != 0 {
+			a.Emit(0xcc) // int3
 		}
-		a.label(next)
+		a.Label(next)
 	}
-	a.emit(0x31, 0xff)             // xor edi, edi
-	a.emit(0xb8).u32(sysExitGroup) // mov eax, 231
-	a.emit(0x0f, 0x05)             // syscall
-	code, err := a.link()
+	a.Emit(0x31, 0xff)             // xor edi, edi
+	a.Emit(0xb8).U32(sysExitGroup) // mov eax, 231
+	a.Emit(0x0f, 0x05)             // syscall
+	code, err := a.Link()
 	if err != nil {
 		panic(err)
 	}
-	return staticELF(code)
+	return tinyelf.Executable(code)
 }
 
 // BenchmarkExecFloor separates what an exec costs in gVisor from what the
@@ -164,7 +166,11 @@ func BenchmarkExecFloor(b *testing.B) {
 		if err := s.WriteFile(context.Background(), name, syscallSitesELF(pages), 0o755); err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("patched-pages-%d", pages), func(b *testing.B) { benchmarkExec(b, s, name) })
+		label := "exit-only"
+		if pages > 0 {
+			label = fmt.Sprintf("exit-after-%d-patched-pages", pages)
+		}
+		b.Run(label, func(b *testing.B) { benchmarkExec(b, s, name) })
 	}
 	b.Run("busybox-true", func(b *testing.B) { benchmarkExec(b, s, "true") })
 }
