@@ -220,7 +220,8 @@ int gvx_sandbox_write_file_as(uint64_t sandbox, const char *path, const uint8_t 
  * path (created with its parents if missing), like `rsync -a host_path/
  * path/` without deletions: files belong to root and keep their permission
  * bits and times, symlinks stay symlinks; mode must be -1. A device, FIFO
- * or socket in the tree fails the call with GVX_E_INVALID.
+ * or socket in the tree fails the call with GVX_E_INVALID before anything
+ * is copied.
  *
  * A host file that cannot be opened or fails while it is read (EIO, say)
  * also gives GVX_E_INVALID, with the file and the host's error in *err.

@@ -47,7 +47,8 @@ func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (contr
 // guest directory guestDir (created if missing), like `rsync -a
 // hostDir/ guestDir/` without deletions. Files belong to root in the guest
 // and keep their permission bits and modification times; symlinks are
-// copied as symlinks. A device, FIFO or socket in hostDir is refused.
+// copied as symlinks. A device, FIFO or socket in hostDir is refused
+// before anything is copied.
 func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (control.CopyResult, error) {
 	return sb.UploadDirWith(ctx, hostDir, control.CopyInRequest{Path: guestDir})
 }
@@ -63,12 +64,39 @@ func (sb *Sandbox) UploadDirWith(ctx context.Context, hostDir string, req contro
 	if !st.IsDir() {
 		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFileFrom", hostDir)
 	}
+	// A tree that cannot be sent is refused before anything reaches the
+	// sandbox; only a file that changes or fails to read while it is
+	// sent can leave the copy partial.
+	if err := checkUploadable(hostDir); err != nil {
+		return control.CopyResult{}, err
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarHostDir(hostDir, pw)) }()
 	res, err := sb.CopyInWith(ctx, req, pr)
 	// Stops the archiver if the sandbox gave up first.
 	pr.CloseWithError(errors.New("the sandbox stopped reading"))
 	return res, err
+}
+
+// checkUploadable walks hostDir for entries tarHostDir would refuse.
+func checkUploadable(hostDir string) error {
+	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if t := d.Type(); !t.IsDir() && !t.IsRegular() && t&fs.ModeSymlink == 0 {
+			return notUploadable(p, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("gvx: upload: %w", err)
+	}
+	return nil
+}
+
+func notUploadable(p string, t fs.FileMode) error {
+	return control.Errorf(control.CodeInvalid, "%s is a %v, not a regular file, directory or symlink; leave it out of the directory you upload", p, t)
 }
 
 // tarHostDir writes hostDir's tree to w, names relative to it.
@@ -107,7 +135,7 @@ func tarHostDir(hostDir string, w io.Writer) error {
 				return err
 			}
 		default:
-			return control.Errorf(control.CodeInvalid, "%s is a %v, not a regular file, directory or symlink; leave it out of the directory you upload", p, info.Mode().Type())
+			return notUploadable(p, info.Mode().Type())
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err

@@ -159,10 +159,13 @@ def test_directories_go_in_and_come_back(sb: gvx.Sandbox, tmp_path: Path) -> Non
     # A socket in the tree has nothing to copy: the error names it.
     bad = tmp_path / "bad"
     bad.mkdir()
+    (bad / "a-file-listed-first").write_text("x")
     with socket.socket(socket.AF_UNIX) as live:
         live.bind(str(bad / "live.sock"))
         with pytest.raises(gvx.InvalidArgumentError, match="live.sock.*leave it out"):
             sb.upload(bad, "/tmp/bad")
+    # It is refused before anything reaches the sandbox.
+    assert not sb.exists("/tmp/bad")
 
 
 def test_files_for_another_user(sb: gvx.Sandbox, tmp_path: Path) -> None:
