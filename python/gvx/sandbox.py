@@ -276,7 +276,9 @@ class Sandbox:
 
     ``restore`` continues a snapshot written by :meth:`checkpoint` instead of
     starting afresh: give the same image, network options and mounts (clones of
-    the saved volumes) as the sandbox had.
+    the saved volumes) as the sandbox had. Only the gvx build that wrote a
+    snapshot restores it; another raises :class:`gvx.SandboxStartError` saying
+    so, and the snapshot is taken again after an upgrade.
 
     >>> with gvx.Sandbox() as sb:
     ...     print(sb.exec("echo hello").stdout)
