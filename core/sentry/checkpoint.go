@@ -325,7 +325,7 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 		return nil, fmt.Errorf("sentry: cannot restore without knowing this build: %w", processBuildIDErr)
 	}
 	if meta.Build != processBuildID {
-		return nil, fmt.Errorf("%w (%s; this is %s): restore it with the rungv or libgvx that took it, or take it again with this one", ErrSnapshotBuild, shortBuildID(meta.Build), shortBuildID(processBuildID))
+		return nil, fmt.Errorf("%w (%s; this is %s): restore it with the gvx (rungv) that wrote it, or take it again with this one", ErrSnapshotBuild, shortBuildID(meta.Build), shortBuildID(processBuildID))
 	}
 	fp, err := fingerprintImage(cfg.Image)
 	if err != nil {
