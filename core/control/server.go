@@ -78,6 +78,11 @@ type Server struct {
 
 	// answering counts requests whose answers are not sent yet.
 	answering sync.WaitGroup
+
+	// greeted is closed once a connection's handshake has been answered
+	// (or failed).
+	greeted   chan struct{}
+	greetOnce sync.Once
 }
 
 // WaitAnswered waits up to timeout for every request in progress to be
@@ -98,8 +103,15 @@ func (s *Server) WaitAnswered(timeout time.Duration) {
 
 // NewServer returns a server for b.
 func NewServer(b Backend) *Server {
-	return &Server{backend: b}
+	return &Server{backend: b, greeted: make(chan struct{})}
 }
+
+// Greeted returns a channel closed once the first client's handshake has
+// been answered, or has failed. A sandbox whose command ends at once waits
+// for it before it stops serving the client that started it, which would
+// otherwise see its connection end before the handshake: the sandbox did
+// start, and its client learns how it ended.
+func (s *Server) Greeted() <-chan struct{} { return s.greeted }
 
 func (s *Server) logf(format string, args ...any) {
 	if s.Logf != nil {
@@ -163,7 +175,9 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 	defer c.Close()
 	sc := &serverConn{s: s, c: c, fw: &frameWriter{w: c}, calls: make(map[uint64]*serverCall)}
 	fr := newFrameReader(c)
-	if err := sc.handshake(fr); err != nil {
+	err := sc.handshake(fr)
+	s.greetOnce.Do(func() { close(s.greeted) })
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)

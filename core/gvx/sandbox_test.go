@@ -632,3 +632,23 @@ func helperMain() int {
 	fmt.Println(sb.PID())
 	select {}
 }
+
+// TestACommandThatEndsAtOnce starts sandboxes whose command exits as soon
+// as it starts: New must still complete its handshake with rungv, and Run
+// return the command's exit code, however early the command ended.
+func TestACommandThatEndsAtOnce(t *testing.T) {
+	for i := range 20 {
+		cfg := config()
+		cfg.KeepAlive = false
+		cfg.Cmd = []string{"/bin/sh", "-c", "exit 3"}
+		sb, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		code, err := sb.Run(context.Background())
+		sb.Close()
+		if err != nil || code != 3 {
+			t.Fatalf("run %d: exit %d, %v; want 3", i, code, err)
+		}
+	}
+}

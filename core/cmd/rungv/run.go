@@ -329,8 +329,16 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			if err := sb.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, "rungv:", err)
 			}
-			// The request that ended the sandbox (a checkpoint that
-			// stops it, a shutdown) still gets its answer.
+			// The client that started the sandbox gets its handshake
+			// answered even if the command ended at once, and the
+			// request that ended the sandbox (a checkpoint that stops
+			// it, a shutdown) still gets its answer.
+			if ctl.conn != nil {
+				select {
+				case <-srv.Greeted():
+				case <-time.After(answerDrainTimeout):
+				}
+			}
 			srv.WaitAnswered(answerDrainTimeout)
 			stopServing()
 			if backend.stoppedBySnapshot.Load() {
