@@ -76,19 +76,17 @@ type Server struct {
 	// is sent. rungv uses it to learn when the sandbox has gone quiet.
 	Track func() (end func())
 
-	// answering counts requests whose answers are not sent yet.
+	// answering counts requests whose answers are not sent yet, and the
+	// handshakes of connections handed to ServeConnAsync.
 	answering sync.WaitGroup
-
-	// greeted is closed once a connection's handshake has been answered
-	// (or failed).
-	greeted   chan struct{}
-	greetOnce sync.Once
 }
 
 // WaitAnswered waits up to timeout for every request in progress to be
-// answered. A sandbox that ends calls it before it stops serving, so that
-// the request that ended it (a checkpoint that stops it, a shutdown) gets
-// its answer.
+// answered, and every connection given to ServeConnAsync to be greeted. A
+// sandbox that ends calls it before it stops serving, so that the request
+// that ended it (a checkpoint that stops it, a shutdown) gets its answer,
+// and the client that started it learns that it did start, however soon
+// its command ended.
 func (s *Server) WaitAnswered(timeout time.Duration) {
 	done := make(chan struct{})
 	go func() {
@@ -103,15 +101,8 @@ func (s *Server) WaitAnswered(timeout time.Duration) {
 
 // NewServer returns a server for b.
 func NewServer(b Backend) *Server {
-	return &Server{backend: b, greeted: make(chan struct{})}
+	return &Server{backend: b}
 }
-
-// Greeted returns a channel closed once the first client's handshake has
-// been answered, or has failed. A sandbox whose command ends at once waits
-// for it before it stops serving the client that started it, which would
-// otherwise see its connection end before the handshake: the sandbox did
-// start, and its client learns how it ended.
-func (s *Server) Greeted() <-chan struct{} { return s.greeted }
 
 func (s *Server) logf(format string, args ...any) {
 	if s.Logf != nil {
@@ -172,11 +163,24 @@ type serverCall struct {
 // ServeConn serves one connection until the client closes it. Commands the
 // client started and did not see finish are killed when it goes away.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
+	return s.serveConn(ctx, c, func() {})
+}
+
+// ServeConnAsync serves c as ServeConn does, in a new goroutine, and calls
+// done with the result. Its handshake counts as a request in progress
+// (WaitAnswered) from this call on.
+func (s *Server) ServeConnAsync(ctx context.Context, c net.Conn, done func(error)) {
+	s.answering.Add(1)
+	go func() { done(s.serveConn(ctx, c, s.answering.Done)) }()
+}
+
+// serveConn is ServeConn; greeted is called once the handshake is over.
+func (s *Server) serveConn(ctx context.Context, c net.Conn, greeted func()) error {
 	defer c.Close()
 	sc := &serverConn{s: s, c: c, fw: &frameWriter{w: c}, calls: make(map[uint64]*serverCall)}
 	fr := newFrameReader(c)
 	err := sc.handshake(fr)
-	s.greetOnce.Do(func() { close(s.greeted) })
+	greeted()
 	if err != nil {
 		return err
 	}

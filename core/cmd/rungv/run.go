@@ -329,16 +329,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			if err := sb.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, "rungv:", err)
 			}
-			// The client that started the sandbox gets its handshake
-			// answered even if the command ended at once, and the
-			// request that ended the sandbox (a checkpoint that stops
-			// it, a shutdown) still gets its answer.
-			if ctl.conn != nil {
-				select {
-				case <-srv.Greeted():
-				case <-time.After(answerDrainTimeout):
-				}
-			}
+			// The request that ended the sandbox (a checkpoint that
+			// stops it, a shutdown) still gets its answer, and the
+			// client that started it its handshake.
 			srv.WaitAnswered(answerDrainTimeout)
 			stopServing()
 			if backend.stoppedBySnapshot.Load() {
@@ -629,15 +622,14 @@ func (c *controlEndpoint) serve(ctx context.Context, srv *control.Server, gone f
 	case c.listener != nil:
 		go srv.Serve(ctx, c.listener)
 	case c.conn != nil:
-		go func() {
-			err := srv.ServeConn(ctx, c.conn)
+		srv.ServeConnAsync(ctx, c.conn, func(err error) {
 			if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
 				fmt.Fprintln(os.Stderr, "rungv: control connection:", err)
 			}
 			if ctx.Err() == nil {
 				gone()
 			}
-		}()
+		})
 	}
 }
 
