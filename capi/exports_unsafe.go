@@ -20,6 +20,8 @@ import (
 // Every export follows one shape: clear *err, recover from panics into
 // GVX_E_INTERNAL, convert C arguments to Go, call the Go implementation,
 // convert results back, and turn an error into its status and message.
+// An export that is another with a default argument (owner NULL) only
+// calls it, and so runs under its guard.
 
 func guard(status *C.int, errOut **C.char) {
 	if r := recover(); r != nil {
@@ -236,20 +238,8 @@ func gvx_sandbox_read_file(h C.uint64_t, path *C.cchar_t, data **C.uint8_t, n *C
 }
 
 //export gvx_sandbox_write_file
-func gvx_sandbox_write_file(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, n C.size_t, mode C.uint32_t, errOut **C.char) (status C.int) {
-	defer guard(&status, errOut)
-	clearErr(errOut)
-	if path == nil || (data == nil && n > 0) {
-		return nullArg("path (and data, when len > 0)", errOut)
-	}
-	b := goBytes(data, n)
-	if b == nil {
-		b = []byte{}
-	}
-	if err := sandboxWriteFile(uint64(h), goString(path), b, uint32(mode), ""); err != nil {
-		return fail(err, errOut)
-	}
-	return C.GVX_OK
+func gvx_sandbox_write_file(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, n C.size_t, mode C.uint32_t, errOut **C.char) C.int {
+	return gvx_sandbox_write_file_as(h, path, data, n, mode, nil, errOut)
 }
 
 //export gvx_sandbox_write_file_as
@@ -270,16 +260,8 @@ func gvx_sandbox_write_file_as(h C.uint64_t, path *C.cchar_t, data *C.cuint8_t, 
 }
 
 //export gvx_sandbox_upload
-func gvx_sandbox_upload(h C.uint64_t, hostPath *C.cchar_t, path *C.cchar_t, mode C.int32_t, errOut **C.char) (status C.int) {
-	defer guard(&status, errOut)
-	clearErr(errOut)
-	if hostPath == nil || path == nil {
-		return nullArg("host_path and path", errOut)
-	}
-	if err := sandboxUpload(uint64(h), goString(hostPath), goString(path), int32(mode), ""); err != nil {
-		return fail(err, errOut)
-	}
-	return C.GVX_OK
+func gvx_sandbox_upload(h C.uint64_t, hostPath *C.cchar_t, path *C.cchar_t, mode C.int32_t, errOut **C.char) C.int {
+	return gvx_sandbox_upload_as(h, hostPath, path, mode, nil, errOut)
 }
 
 //export gvx_sandbox_upload_as
