@@ -98,18 +98,6 @@ func TestLatency(t *testing.T) {
 	t.Logf("exec `true` round trip over %d runs: p50 %v, p99 %v", runs, lat[runs/2], lat[runs*99/100])
 }
 
-func BenchmarkExecTrue(b *testing.B) {
-	s := newSandbox(b, Config{})
-	startIdle(b, s)
-	for b.Loop() {
-		p, err := s.Exec(context.Background(), ProcessSpec{Argv: []string{"true"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		p.Wait()
-	}
-}
-
 func BenchmarkBootToFirstExit(b *testing.B) {
 	for b.Loop() {
 		s := newSandbox(b, Config{})
