@@ -58,7 +58,9 @@ type Stdio struct {
 type Process interface {
 	// PID is the command's process ID inside the sandbox.
 	PID() int
-	// Signal sends sig to the command.
+	// Signal sends sig to the command and to every process it started,
+	// so that a timeout, a cancel or a client that went away ends the
+	// whole command, not only the shell at its top.
 	Signal(sig int) error
 	// Wait returns once the command exited and all its output has been
 	// written to Stdio: the exit code (128+N after signal N) and the

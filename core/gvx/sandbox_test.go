@@ -151,6 +151,83 @@ func TestExecTimeoutKillsTheCommandNotTheSandbox(t *testing.T) {
 	}
 }
 
+// TestAnEndedExecLeavesNothingRunning times out and cancels shell commands
+// whose real work is a child: the child must end with the exec, whether it
+// holds the exec's stdout, let go of it, left the session with setsid, or
+// is a grandchild.
+func TestAnEndedExecLeavesNothingRunning(t *testing.T) {
+	sb := newSandbox(t, config())
+	busy := `sh -c ': gvx-busy-marker; while :; do :; done'`
+	scripts := map[string]string{
+		"child holding stdout":   busy + " & wait",
+		"child without stdout":   busy + " >/dev/null 2>&1 </dev/null & wait",
+		"child in a new session": "setsid " + busy + " >/dev/null 2>&1 & wait",
+		"grandchild":             `sh -c "` + busy + ` & wait" & wait`,
+	}
+	for name, script := range scripts {
+		t.Run("timeout/"+name, func(t *testing.T) {
+			res := sh(t, sb, script, &ExecOptions{Timeout: 300 * time.Millisecond})
+			if !res.TimedOut || res.ExitCode != 137 {
+				t.Fatalf("timeout: %+v", res)
+			}
+			waitNoneRunning(t, sb, "gvx-busy-marker")
+		})
+		t.Run("cancel/"+name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := sb.Exec(ctx, []string{"/bin/sh", "-c", script}, nil)
+				done <- err
+			}()
+			waitRunning(t, sb, "gvx-busy-marker")
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled exec: %v", err)
+			}
+			waitNoneRunning(t, sb, "gvx-busy-marker")
+		})
+	}
+}
+
+// guestProcesses counts the guest's live (not zombie) processes whose
+// command line contains marker.
+func guestProcesses(t *testing.T, sb *Sandbox, marker string) int {
+	t.Helper()
+	// The pattern is split so that this ps pipeline does not match itself.
+	half := len(marker) / 2
+	res := sh(t, sb, fmt.Sprintf("ps -o stat,args | grep -v '^Z' | grep -c '%s''%s'", marker[:half], marker[half:]), nil)
+	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("counting processes: %+v", res)
+	}
+	return n
+}
+
+// waitNoneRunning waits, with a deadline, until no guest process matches
+// marker. A signal takes effect asynchronously, so the exec's answer may
+// come a moment before its last process is gone.
+func waitNoneRunning(t *testing.T, sb *Sandbox, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n := guestProcesses(t, sb, marker); n > 0; n = guestProcesses(t, sb, marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the ended exec still run 10 s later:\n%s", n, sh(t, sb, "ps -o pid,ppid,stat,args", nil).Stdout)
+		}
+	}
+}
+
+// waitRunning waits, with a deadline, until a guest process matches marker.
+func waitRunning(t *testing.T, sb *Sandbox, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for guestProcesses(t, sb, marker) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no process matching %q started within 30 s", marker)
+		}
+	}
+}
+
 // TestExecTimeoutHoldsWhenTheSandboxDoesNotAnswer stops rungv (SIGSTOP),
 // as a sandbox stalled inside gVisor looks to its client: an exec with a
 // timeout still returns, shortly after timeout plus execAnswerGrace, with

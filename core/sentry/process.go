@@ -15,9 +15,13 @@ var ErrProcessDone = errors.New("sentry: process already finished")
 
 // Process is a guest process started by Sandbox.Start or Sandbox.Exec.
 type Process struct {
-	s         *Sandbox
-	tg        *kernel.ThreadGroup
-	pid       kernel.ThreadID
+	s   *Sandbox
+	tg  *kernel.ThreadGroup
+	pid kernel.ThreadID
+	// session is the session the process leads: a process the sandbox
+	// creates has no parent, so the kernel makes it a session leader, and
+	// everything it starts stays in that session unless it calls setsid.
+	session   *kernel.Session
 	stdio     *stdio
 	waitDelay time.Duration
 
@@ -34,6 +38,7 @@ func newProcess(s *Sandbox, tg *kernel.ThreadGroup, pid kernel.ThreadID, st *std
 		s:         s,
 		tg:        tg,
 		pid:       pid,
+		session:   tg.Session(),
 		stdio:     st,
 		waitDelay: spec.WaitDelay,
 		exited:    make(chan struct{}),
@@ -72,6 +77,68 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // Kill sends SIGKILL to the process.
 func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
+
+// maxSignalPasses bounds SignalGroup's passes over the process table. With
+// SIGKILL the passes end by themselves (a killed task cannot fork); a
+// process that forks faster than it is signalled with a signal it handles
+// must not keep the caller here for ever.
+const maxSignalPasses = 64
+
+// SignalGroup sends sig to the process and to everything it started: every
+// process of its session, and every process below it in the process tree
+// (which covers a child that left the session with setsid while its parent
+// still lives). It is what timeout(1) and a terminal's Ctrl-C do for a
+// command that is a shell running other programs: signalling the shell
+// alone would leave its children running. It works after the process
+// itself has exited, for the children it left behind.
+//
+// A process that both left the session and lost its parent (a daemon that
+// double-forked and called setsid) is no longer the command's, and is not
+// signalled.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	if sig <= 0 || sig > linux.SignalMaximum {
+		return fmt.Errorf("sentry: invalid signal %d", int(sig))
+	}
+	// A process may fork between one pass's look at the process table and
+	// its signal; the next pass finds the child. Once signalled with
+	// SIGKILL, a task cannot create another.
+	signalled := map[*kernel.ThreadGroup]struct{}{}
+	var tgs []*kernel.ThreadGroup
+	for pass := 0; pass < maxSignalPasses; pass++ {
+		found := false
+		tgs = p.s.k.RootPIDNamespace().ThreadGroupsAppend(tgs[:0])
+		for _, tg := range tgs {
+			if _, done := signalled[tg]; done || !p.started(tg) {
+				continue
+			}
+			signalled[tg] = struct{}{}
+			found = true
+			// A process that exited meanwhile is no error: it has ended.
+			p.s.k.SendExternalSignalThreadGroup(tg, &linux.SignalInfo{Signo: int32(sig)})
+		}
+		if !found {
+			break
+		}
+	}
+	if len(signalled) == 0 {
+		return ErrProcessDone
+	}
+	return nil
+}
+
+// started reports whether tg is the process or one it started: in its
+// session, or its descendant.
+func (p *Process) started(tg *kernel.ThreadGroup) bool {
+	if tg == p.tg || tg.Session() == p.session {
+		return true
+	}
+	for t := tg.Leader(); t != nil; t = t.Parent() {
+		if t.ThreadGroup() == p.tg {
+			return true
+		}
+	}
+	return false
+}
 
 // watch runs from creation until the process is done.
 func (p *Process) watch() {

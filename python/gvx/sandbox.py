@@ -467,7 +467,8 @@ class Sandbox:
         """Runs a command and waits for it.
 
         ``cmd`` is a shell string (run with ``/bin/sh -c``) or an argv list. ``timeout``
-        kills the command, not the sandbox (the result has ``timed_out``); if the
+        kills the command and every process it started, not the sandbox (the result
+        has ``timed_out``); if the
         sandbox itself does not answer within 5 s more, :class:`gvx.TimeoutError` is
         raised instead, so a step never blocks much longer than its timeout. ``env``
         adds variables. ``check=True``

@@ -22,6 +22,18 @@ def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["GVX_CACHE"] = old
 
 
+# A command whose work is a child process, as an agent's commands usually are
+# (`sh -c "pytest …"`, `make test`): a timeout or cancel must end the child too.
+BUSY_CHILD = "sh -c ': gvx-busy-marker; while :; do :; done' & wait"
+# What lists the guest's processes for busy_children.
+PS = "ps -o stat,args"
+
+
+def busy_children(ps_output: str) -> int:
+    """How many live (not zombie) BUSY_CHILD loops a PS listing shows."""
+    return sum(1 for line in ps_output.splitlines() if "gvx-busy-marker" in line and not line.lstrip().startswith("Z"))
+
+
 def children_of(pid: int) -> list[int]:
     """Direct child processes of pid."""
     out = []

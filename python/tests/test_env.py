@@ -15,7 +15,7 @@ import pytest
 
 import gvx
 from gvx import _episodes
-from conftest import open_fds, sandboxes_of
+from conftest import BUSY_CHILD, PS, busy_children, open_fds, sandboxes_of
 
 gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
 
@@ -104,6 +104,11 @@ def test_step_timeout_and_binary_output() -> None:
         env.reset()
         obs, _, _, _, info = env.step("sleep 10")
         assert info["timed_out"] and obs["exit_code"] == 137
+        obs, _, _, _, info = env.step(BUSY_CHILD)
+        assert info["timed_out"] and obs["exit_code"] == 137
+        deadline = time.monotonic() + 10
+        while busy_children(env.step(PS)[0]["stdout"]):
+            assert time.monotonic() < deadline, "the timed-out step's child still runs"
         obs, _, _, _, info = env.step("head -c 100000 /dev/urandom")
         assert env.observation_space.contains(obs) and info["output_truncated"]
 
@@ -255,11 +260,10 @@ def test_cancelling_an_asyncio_exec_kills_its_command() -> None:
     async def main() -> str:
         async with await gvx.aio.Sandbox.create() as sb:
             with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(sb.exec("sleep 300"), 0.5)
+                await asyncio.wait_for(sb.exec(BUSY_CHILD), 0.5)
             deadline = time.monotonic() + 10
-            while "sleep 300" in (await sb.exec("ps")).stdout:
-                assert time.monotonic() < deadline, "the cancelled command still runs"
-                await asyncio.sleep(0.1)
+            while busy_children((await sb.exec(PS)).stdout):
+                assert time.monotonic() < deadline, "the cancelled command (or its child) still runs"
             return (await sb.exec("echo usable")).stdout
 
     assert asyncio.run(main()) == "usable\n"

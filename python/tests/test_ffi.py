@@ -15,6 +15,7 @@ import pytest
 
 import gvx
 from gvx import _ffi
+from conftest import BUSY_CHILD, PS, busy_children
 
 
 def test_library_version_is_the_build_version() -> None:
@@ -81,13 +82,12 @@ def test_ctrl_c_stops_a_long_exec_and_kills_its_command() -> None:
         start = time.monotonic()
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            sb.exec("sleep 300")
+            sb.exec(BUSY_CHILD)
         timer.join()
         assert time.monotonic() - start < 60, "Ctrl-C waited for the command"
         deadline = time.monotonic() + 10
-        while "sleep 300" in sb.exec("ps").stdout:
-            assert time.monotonic() < deadline, "the interrupted command still runs"
-            time.sleep(0.1)
+        while busy_children(sb.exec(PS).stdout):
+            assert time.monotonic() < deadline, "the interrupted command (or its child) still runs"
         assert sb.exec(["echo", "usable"]).stdout == "usable\n"
 
 

@@ -19,7 +19,7 @@ from typing import Iterator, Union
 import pytest
 
 import gvx
-from conftest import children_of, open_fds
+from conftest import BUSY_CHILD, PS, busy_children, children_of, open_fds
 
 
 @pytest.fixture
@@ -60,6 +60,14 @@ def test_timeout_kills_the_command_not_the_sandbox(sb: gvx.Sandbox) -> None:
     r = sb.exec("sleep 30", timeout=0.3)
     assert r.timed_out and r.exit_code == 137 and not r.ok
     assert sb.exec("echo alive").stdout == "alive\n"
+
+
+def test_timeout_ends_what_the_command_started(sb: gvx.Sandbox) -> None:
+    r = sb.exec(BUSY_CHILD, timeout=0.3)
+    assert r.timed_out and r.exit_code == 137
+    deadline = time.monotonic() + 10
+    while busy_children(sb.exec(PS).stdout):
+        assert time.monotonic() < deadline, "the timed-out command's child still runs"
 
 
 def test_files(sb: gvx.Sandbox, tmp_path: Path) -> None:

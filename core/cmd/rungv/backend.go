@@ -112,12 +112,19 @@ func withHome(env []string, home string) []string {
 	return append(append([]string(nil), env...), "HOME="+home)
 }
 
+// sandboxProcess is an exec's command as the control protocol sees it.
 type sandboxProcess struct{ p *sentry.Process }
 
+var _ control.Process = sandboxProcess{}
+
+// PID implements control.Process.PID.
 func (sp sandboxProcess) PID() int { return sp.p.PID() }
 
+// Signal implements control.Process.Signal: the signal reaches the
+// command's whole session and its descendants, so that a timed-out or
+// cancelled `sh -c …` does not leave its children running.
 func (sp sandboxProcess) Signal(sig int) error {
-	err := sp.p.Signal(syscall.Signal(sig))
+	err := sp.p.SignalGroup(syscall.Signal(sig))
 	if errors.Is(err, sentry.ErrProcessDone) {
 		return nil
 	}
@@ -135,7 +142,11 @@ func (b *sandboxBackend) SignalInit(sig int) error {
 	if init == nil {
 		return control.Errorf(control.CodeUnavailable, "the sandbox has no init process")
 	}
-	return sandboxProcess{init}.Signal(sig)
+	err := init.Signal(syscall.Signal(sig))
+	if errors.Is(err, sentry.ErrProcessDone) {
+		return nil
+	}
+	return err
 }
 
 // ReadFile implements control.Backend.ReadFile.
