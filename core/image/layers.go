@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 
@@ -32,10 +32,6 @@ type Progress struct {
 
 // FlattenOptions tune Flatten.
 type FlattenOptions struct {
-	// Uncompressed reads layers through v1.Layer.Uncompressed instead of
-	// decompressing Compressed: right for sources that store layers
-	// uncompressed (docker save), where Compressed would re-compress.
-	Uncompressed bool
 	// Progress, if set, is called as layers are read, from another
 	// goroutine.
 	Progress func(Progress)
@@ -48,35 +44,15 @@ type FlattenOptions struct {
 const progressStep = 1 << 20
 
 // Flatten streams img's layers, bottom first, into sink and returns the
-// flattened tree. Every layer's uncompressed content is checked against the
-// image config's diff_ids, which the image ID covers: a damaged or foreign
-// blob either fails to decompress or fails that check. Hashing compressed
-// blobs as well would add nothing to it and would cost the decompressing
-// core, which bounds the conversion's speed; registry downloads are checked
-// against their blob digests by the registry client anyway.
-func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptions) (*fstree.Node, FlattenStats, error) {
-	layers, err := img.Layers()
-	if err != nil {
-		return nil, FlattenStats{}, fmt.Errorf("listing layers: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, FlattenStats{}, fmt.Errorf("reading the image config: %w", err)
-	}
-	if len(cf.RootFS.DiffIDs) != len(layers) {
-		return nil, FlattenStats{}, fmt.Errorf("the image config lists %d layers (rootfs.diff_ids) but the manifest %d; the image is malformed", len(cf.RootFS.DiffIDs), len(layers))
-	}
-	var manifestLayers []v1.Descriptor
-	if !opts.Uncompressed {
-		m, err := img.Manifest()
-		if err != nil {
-			return nil, FlattenStats{}, fmt.Errorf("reading the manifest: %w", err)
-		}
-		manifestLayers = m.Layers
-	}
-	p := Progress{Layers: len(layers)}
-	for _, d := range manifestLayers {
-		p.AllSize += d.Size
+// flattened tree. Each layer blob is checked, as it streams by, against
+// the size and digest of the descriptor that names it, and its
+// uncompressed content against the config's diff_id, which the image ID
+// covers. A docker archive stores its layers uncompressed under no digest:
+// the diff_id is their check.
+func Flatten(ctx context.Context, img *Image, sink DataSink, opts FlattenOptions) (*fstree.Node, FlattenStats, error) {
+	p := Progress{Layers: len(img.Layers)}
+	for _, l := range img.Layers {
+		p.AllSize += l.Blob.Size
 	}
 	f := NewFlattener(sink)
 	// Looked up once: every gzip layer of the image goes the same way.
@@ -85,22 +61,23 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 		igzip = igzipPath()
 	}
 	gzipped := false
-	for i, l := range layers {
+	for i, l := range img.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, FlattenStats{}, err
 		}
 		p.Layer = i + 1
-		p.Done, p.Size = 0, 0
-		src := layerSource{layer: l, diffID: cf.RootFS.DiffIDs[i], igzip: igzip}
-		if manifestLayers != nil {
-			src.digest = manifestLayers[i].Digest
-			p.Size = manifestLayers[i].Size
-			p.Digest = src.digest.String()
-		} else {
-			p.Digest = src.diffID.String()
+		p.Done, p.Size = 0, l.Blob.Size
+		p.Digest = l.Blob.Digest.String()
+		if l.Blob.Digest.Hex == "" {
+			p.Digest = l.DiffID.String()
 		}
+		src := layerSource{layer: l, igzip: igzip}
 		if err := src.apply(ctx, f, &p, opts.Progress); err != nil {
-			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), p.Digest, err)
+			if berr := (*BlobError)(nil); errors.As(err, &berr) {
+				// It names the blob already.
+				return nil, FlattenStats{}, fmt.Errorf("layer %d of %d: %w", i+1, len(img.Layers), err)
+			}
+			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s): %w", i+1, len(img.Layers), p.Digest, err)
 		}
 		gzipped = gzipped || src.gzipped
 		p.AllDone += p.Done
@@ -121,10 +98,7 @@ func Flatten(ctx context.Context, img v1.Image, sink DataSink, opts FlattenOptio
 }
 
 type layerSource struct {
-	layer v1.Layer
-	// digest names the compressed blob; zero when read uncompressed.
-	digest v1.Hash
-	diffID v1.Hash
+	layer Layer
 	// igzip is the igzip binary that inflates gzip; "": inflate in Go.
 	igzip string
 	// gzipped is set by apply if the layer was gzip.
@@ -132,25 +106,31 @@ type layerSource struct {
 }
 
 func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, progress func(Progress)) error {
-	var (
-		rc  io.ReadCloser
-		err error
-	)
-	if s.digest.Hex == "" {
-		rc, err = s.layer.Uncompressed()
-	} else {
-		rc, err = s.layer.Compressed()
-	}
+	l := s.layer
+	diffHash, err := v1.Hasher(l.DiffID.Algorithm)
 	if err != nil {
-		return fmt.Errorf("opening: %w", err)
+		return &BlobError{Kind: KindLayer, Digest: l.DiffID, Source: l.Source, Reason: "its diff_id cannot be checked", Err: err}
+	}
+	rc, err := l.open()
+	if err != nil {
+		return &BlobError{Kind: KindLayer, Digest: l.Blob.Digest, Source: l.Source, Reason: "opening it", Err: err}
 	}
 	defer rc.Close()
+	var (
+		in   io.Reader = rc
+		blob *blobReader
+	)
+	if l.Blob.Digest.Hex != "" {
+		if blob, err = newBlobReader(rc, KindLayer, l.Blob, l.Source); err != nil {
+			return err
+		}
+		in = blob
+	}
 
-	// The producer goroutine reads, decompresses and hashes the
-	// uncompressed stream; this one parses the tar and writes content,
-	// which is the longer job.
-	raw := &countingReader{r: rc, p: p, progress: progress}
-	h := sha256.New()
+	// The producer goroutine reads, hashes, decompresses and hashes the
+	// uncompressed stream (igzip's feeder reads and hashes the blob); this
+	// one parses the tar and writes content, which is the longer job.
+	raw := &countingReader{r: in, p: p, progress: progress}
 	ra := newReadahead(ctx, func() (io.Reader, func() error, error) {
 		r, release, gzipped, err := decompress(ctx, raw, s.igzip)
 		if err != nil {
@@ -158,20 +138,46 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 		}
 		// Read by Flatten once ra is closed, after this goroutine ends.
 		s.gzipped = gzipped
-		return io.TeeReader(r, h), release, nil
+		return io.TeeReader(r, diffHash), release, nil
 	})
-	defer ra.Close()
-	if err := f.ApplyLayer(ra); err != nil {
+	err = readLayer(f, ra)
+	// Stops the producer: from here on this goroutine alone reads the blob.
+	ra.Close()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A blob that is not the one its descriptor names is the cause of
+	// whatever else went wrong with it: read the rest of it (nothing is
+	// read twice) for the verdict.
+	if blob != nil {
+		if berr := blob.finish(); berr != nil {
+			return berr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	// The producer hashed the last bytes before it sent the end of the
+	// stream that readLayer saw.
+	if got := hex.EncodeToString(diffHash.Sum(nil)); got != l.DiffID.Hex {
+		reason := fmt.Sprintf("its uncompressed content has digest %s:%s, but the image config gives the diff_id %s", l.DiffID.Algorithm, got, l.DiffID)
+		d := l.Blob.Digest
+		if d.Hex == "" {
+			d = l.DiffID
+		}
+		return &BlobError{Kind: KindLayer, Digest: d, Source: l.Source, Reason: reason}
+	}
+	return nil
+}
+
+// readLayer applies one uncompressed layer from r, and reads r to its end.
+func readLayer(f *Flattener, r io.Reader) error {
+	if err := f.ApplyLayer(r); err != nil {
 		return err
 	}
 	// The tar end marker may be followed by padding; the digest covers it.
-	if _, err := io.Copy(io.Discard, ra); err != nil {
+	if _, err := io.Copy(io.Discard, r); err != nil {
 		return fmt.Errorf("reading past the end of the tar stream: %w (the blob is truncated or corrupt)", err)
-	}
-	// The producer hashed the last bytes before it sent the end of the
-	// stream that io.Copy saw.
-	if got := hex.EncodeToString(h.Sum(nil)); got != s.diffID.Hex {
-		return fmt.Errorf("uncompressed content has digest sha256:%s, but the image config says %s; the blob is corrupt or does not belong to this image (pull it again)", got, s.diffID)
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func TestOpenPicksPlatform(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := img.Digest()
+		got := img.Digest
 		want, _ := c.want.Digest()
 		if got != want {
 			t.Errorf("platform %q: got manifest %s, want %s", c.platform.String(), got, want)

@@ -11,8 +11,6 @@ import (
 	"sort"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
 	"z.gfire.dev/gvx/core/erofs"
 	"z.gfire.dev/gvx/core/fstree"
 	"z.gfire.dev/gvx/core/image"
@@ -92,14 +90,13 @@ func (s *Store) Pull(ctx context.Context, refString string, opts PullOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	configDigest, err := img.ConfigName()
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading the image config: %w", refString, err)
-	}
-	id := configDigest.String()
+	// The ID is the digest the config was verified against: a config
+	// changed under its name fails in Open and never meets the cache entry
+	// of the real one.
+	id := img.ID.String()
 	emit(Event{Kind: EventResolved, Ref: refKey, ID: id})
 
-	job := conversion{img: img, id: id, ref: ref, refKey: refKey, emit: emit, goInflate: opts.GoInflate}
+	job := conversion{img: img, id: id, refKey: refKey, emit: emit, goInflate: opts.GoInflate}
 	if err := s.ensure(ctx, job); err != nil {
 		return nil, err
 	}
@@ -108,9 +105,8 @@ func (s *Store) Pull(ctx context.Context, refString string, opts PullOptions) (*
 
 // conversion is one image a Pull makes sure of.
 type conversion struct {
-	img       v1.Image
+	img       *image.Image
 	id        string // the image ID (config digest)
-	ref       image.Reference
 	refKey    string // the reference as recorded in the cache
 	emit      func(Event)
 	goInflate bool
@@ -158,12 +154,9 @@ func (s *Store) ensure(ctx context.Context, job conversion) error {
 //
 // Preconditions: the per-image lock is held.
 func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
-	img, id, ref, refKey, emit := job.img, job.id, job.ref, job.refKey, job.emit
+	img, id, refKey, emit := job.img, job.id, job.refKey, job.emit
 	start := time.Now()
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("reading the image config: %w", err)
-	}
+	cf := img.Config
 	if cf.OS != "" && cf.OS != "linux" {
 		return nil, fmt.Errorf("image %s is for %s/%s; gvx runs linux/amd64 images", refKey, cf.OS, cf.Architecture)
 	}
@@ -183,8 +176,7 @@ func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
 	defer flush.Stop()
 	w.OnWriteback(flush.Kick)
 	root, fstats, err := image.Flatten(ctx, img, w, image.FlattenOptions{
-		Uncompressed: ref.Transport == image.DockerArchive,
-		GoInflate:    job.goInflate,
+		GoInflate: job.goInflate,
 		Progress: func(p image.Progress) {
 			emit(Event{Kind: EventLayer, Ref: refKey, ID: id, Progress: p})
 		},
@@ -214,10 +206,6 @@ func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layers, err := img.Layers()
-	if err != nil {
-		return nil, err
-	}
 	meta := &Image{
 		Version: metaVersion,
 		ID:      id,
@@ -225,7 +213,7 @@ func (s *Store) convert(ctx context.Context, job conversion) (*Image, error) {
 		Created: cf.Created.Time,
 		Pulled:  time.Now().UTC(),
 		Size:    st.Size(),
-		Layers:  len(layers),
+		Layers:  len(img.Layers),
 		Files:   estats.Inodes,
 		Xattrs:  collectXattrs(root),
 	}
