@@ -77,7 +77,7 @@ func Flatten(ctx context.Context, img *Image, sink DataSink, opts FlattenOptions
 				// It names the blob already.
 				return nil, FlattenStats{}, fmt.Errorf("layer %d of %d: %w", i+1, len(img.Layers), err)
 			}
-			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s): %w", i+1, len(img.Layers), p.Digest, err)
+			return nil, FlattenStats{}, fmt.Errorf("layer %d of %d (%s, %s): %w", i+1, len(img.Layers), p.Digest, l.Source, err)
 		}
 		gzipped = gzipped || src.gzipped
 		p.AllDone += p.Done
