@@ -105,6 +105,12 @@ func imageFromManifest(digest v1.Hash, raw []byte, where func(v1.Hash) string, o
 		return nil, &BlobError{Kind: KindManifest, Digest: digest, Source: where(digest), Reason: "it is not an image manifest", Err: err}
 	}
 	cd := m.Config
+	for _, d := range append([]v1.Descriptor{cd}, m.Layers...) {
+		// A layer blob with no digest would pass for a docker archive's.
+		if d.Digest.Hex == "" {
+			return nil, &BlobError{Kind: KindManifest, Digest: digest, Source: where(digest), Reason: "it lists a blob with no digest"}
+		}
+	}
 	cfgRaw, err := readJSONBlob(KindConfig, cd, where(cd.Digest), func() (io.ReadCloser, error) { return open(cd.Digest) })
 	if err != nil {
 		return nil, err

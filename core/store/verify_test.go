@@ -118,6 +118,10 @@ func (l *testLayout) setManifest(m *v1.Manifest) v1.Descriptor {
 	if err != nil {
 		l.t.Fatal(err)
 	}
+	return l.setRawManifest(b)
+}
+
+func (l *testLayout) setRawManifest(b []byte) v1.Descriptor {
 	im := l.index()
 	im.Manifests[0].Digest = l.add(b)
 	im.Manifests[0].Size = int64(len(b))
@@ -355,6 +359,15 @@ func TestPullVerifiesDescriptorSizes(t *testing.T) {
 			m.Config.Size = absurd
 			l.setManifest(m)
 			return "config", m.Config.Digest, fmt.Sprintf("its descriptor gives %d bytes", absurd)
+		}},
+		{"layer without a digest", func(l *testLayout) (string, v1.Hash, string) {
+			_, m := l.image()
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := l.setRawManifest(replaceOnce(t, b, `,"digest":"`+m.Layers[0].Digest.String()+`"`, ""))
+			return "manifest", d.Digest, "it lists a blob with no digest"
 		}},
 		{"manifest one byte longer in index.json", func(l *testLayout) (string, v1.Hash, string) {
 			im := l.index()
