@@ -11,10 +11,13 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/atomicfile"
+	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
 // CopyIn extracts the tar stream r into the guest directory dir, which is
@@ -99,9 +102,13 @@ func notUploadable(p string, t fs.FileMode) error {
 	return control.Errorf(control.CodeInvalid, "%s is a %v, not a regular file, directory or symlink; leave it out of the directory you upload", p, t)
 }
 
-// tarHostDir writes hostDir's tree to w, names relative to it.
+// tarHostDir writes hostDir's tree to w, names relative to it. A file's
+// other names in the tree become hard links to its first, and a file
+// with holes (fewer blocks than its size needs) travels as a sparse
+// entry, its holes found with SEEK_DATA and SEEK_HOLE.
 func tarHostDir(hostDir string, w io.Writer) error {
-	tw := tar.NewWriter(w)
+	tw := sparsetar.NewWriter(w)
+	links := map[hostFileID]string{}
 	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -114,21 +121,23 @@ func tarHostDir(hostDir string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), ModTime: info.ModTime(), Format: tar.FormatPAX}
-		if info.Mode()&os.ModeSticky != 0 {
-			hdr.Mode |= 0o1000
-		}
-		var content *os.File
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: tarMode(info.Mode()), ModTime: info.ModTime(), Format: tar.FormatPAX}
+		st, _ := info.Sys().(*syscall.Stat_t)
 		switch {
 		case info.IsDir():
 			hdr.Typeflag = tar.TypeDir
 			hdr.Name += "/"
 		case info.Mode().IsRegular():
-			hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
-			if content, err = os.Open(p); err != nil {
-				return err
+			if st != nil && st.Nlink > 1 {
+				id := hostFileID{st.Dev, st.Ino}
+				if first, ok := links[id]; ok {
+					hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+					break
+				}
+				links[id] = hdr.Name
 			}
-			defer content.Close()
+			hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
+			return tarHostFile(tw, hdr, p, st)
 		case info.Mode()&os.ModeSymlink != 0:
 			hdr.Typeflag = tar.TypeSymlink
 			if hdr.Linkname, err = os.Readlink(p); err != nil {
@@ -137,22 +146,57 @@ func tarHostDir(hostDir string, w io.Writer) error {
 		default:
 			return notUploadable(p, info.Mode().Type())
 		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if content != nil {
-			if n, err := io.Copy(tw, content); err != nil {
-				return fmt.Errorf("reading %s: %w", p, err)
-			} else if n != hdr.Size {
-				return fmt.Errorf("%s changed size while it was uploaded", p)
-			}
-		}
-		return nil
+		return tw.WriteHeader(hdr)
 	})
 	if err != nil {
 		return fmt.Errorf("gvx: upload: %w", err)
 	}
 	return tw.Close()
+}
+
+// hostFileID names a host file whatever its names.
+type hostFileID struct{ dev, ino uint64 }
+
+// tarMode returns the tar mode bits of m: permissions, set-user-ID,
+// set-group-ID and sticky.
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	for bit, tarBit := range map[fs.FileMode]int64{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if m&bit != 0 {
+			mode |= tarBit
+		}
+	}
+	return mode
+}
+
+// tarHostFile writes the regular file p, of header hdr and stat st, to tw.
+func tarHostFile(tw *sparsetar.Writer, hdr *tar.Header, p string, st *syscall.Stat_t) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data := []sparsetar.Segment{{Off: 0, Len: hdr.Size}}
+	if st != nil && st.Blocks*512 < hdr.Size {
+		if data, err = sparsetar.FileData(f, hdr.Size); err != nil {
+			return err
+		}
+	}
+	if len(data) == 1 && data[0] == (sparsetar.Segment{Off: 0, Len: hdr.Size}) {
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+	} else if err := tw.WriteSparseHeader(hdr, data); err != nil {
+		return err
+	}
+	for _, s := range data {
+		if n, err := io.Copy(tw, io.NewSectionReader(f, s.Off, s.Len)); err != nil {
+			return fmt.Errorf("reading %s: %w", p, err)
+		} else if n != s.Len {
+			return fmt.Errorf("%s changed size while it was uploaded", p)
+		}
+	}
+	return nil
 }
 
 // DownloadDir copies the contents of the guest directory guestDir into the
@@ -238,7 +282,7 @@ func extractHostTar(r io.Reader, dir string) error {
 	if err != nil {
 		return err
 	}
-	x := &hostExtractor{top: root, known: map[string]bool{".": true}}
+	x := &hostExtractor{top: root, known: map[string]bool{".": true}, files: map[string]bool{}}
 	defer x.close()
 	tr := tar.NewReader(r)
 	for {
@@ -267,6 +311,10 @@ type hostExtractor struct {
 	curName string
 	// known are the directories made or seen.
 	known map[string]bool
+	// files are the regular files made: the only targets a hard link may
+	// have, so that none reaches a file the archive did not bring.
+	files map[string]bool
+	buf   []byte // for sparse files' content
 	// dirs get their modes and times last: a read-only one must still
 	// take its files, and each file changes its time.
 	dirs []hostDir
@@ -367,7 +415,14 @@ func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(f, content)
+		if sparsetar.IsSparse(hdr) {
+			if x.buf == nil {
+				x.buf = make([]byte, 256<<10)
+			}
+			_, err = sparsetar.WriteHoles(f, content, x.buf)
+		} else {
+			_, err = io.Copy(f, content)
+		}
 		if err == nil {
 			err = f.Chmod(perm)
 		}
@@ -377,6 +432,7 @@ func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
 		if err != nil {
 			return err
 		}
+		x.files[name] = true
 		return parent.Chtimes(base, hdr.ModTime, hdr.ModTime)
 	case tar.TypeLink:
 		if err := removeNonDir(parent, base); err != nil {
@@ -386,12 +442,23 @@ func (x *hostExtractor) extract(hdr *tar.Header, content io.Reader) error {
 		if err != nil {
 			return err
 		}
-		return x.top.Link(target, name)
+		if !x.files[target] {
+			return fmt.Errorf("archive entry %q is a hard link to %q, which is not a file the archive brought before it", hdr.Name, hdr.Linkname)
+		}
+		if err := x.top.Link(target, name); err != nil {
+			return err
+		}
+		x.files[name] = true
+		return nil
 	case tar.TypeSymlink:
 		if err := removeNonDir(parent, base); err != nil {
 			return err
 		}
-		return parent.Symlink(hdr.Linkname, base)
+		delete(x.files, name)
+		if err := parent.Symlink(hdr.Linkname, base); err != nil {
+			return err
+		}
+		return lchtimes(parent, base, hdr.ModTime)
 	}
 	return nil // devices and FIFOs are left out
 }
@@ -406,6 +473,21 @@ func (x *hostExtractor) finish() error {
 		if err := x.top.Chtimes(d.name, d.mtime, d.mtime); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// lchtimes gives the symlink name in dir the modification time mtime,
+// without following it.
+func lchtimes(dir *os.Root, name string, mtime time.Time) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ts := unix.NsecToTimespec(mtime.UnixNano())
+	if err := unix.UtimesNanoAt(int(d.Fd()), name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &fs.PathError{Op: "lutimes", Path: name, Err: err}
 	}
 	return nil
 }

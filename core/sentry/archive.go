@@ -18,6 +18,8 @@ import (
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/vfs"
 	"gvisor.dev/gvisor/pkg/usermem"
+
+	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
 // Directory trees move in and out of a sandbox as tar streams, handled by
@@ -185,7 +187,7 @@ func (x *extractor) extract(dir string, hdr *tar.Header, content io.Reader) erro
 	case tar.TypeDir:
 		err = x.mkdir(name, mode)
 	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
-		err = x.writeFile(name, mode, content)
+		err = x.writeFile(name, mode, content, sparsetar.IsSparse(hdr))
 	case tar.TypeSymlink:
 		if err = x.replace(name); err == nil {
 			if err = vfsObj.SymlinkAt(x.ctx, x.creds, pathAt(x.root, name, false), hdr.Linkname); err != nil {
@@ -222,7 +224,12 @@ func (x *extractor) extract(dir string, hdr *tar.Header, content io.Reader) erro
 	case tar.TypeLink:
 		return nil // a hard link shares its target's owner, mode and times
 	case tar.TypeSymlink:
-		return x.setOwnerMode(name, hdr, false) // a symlink's own mode and times mean nothing to Linux
+		// A symlink's own mode means nothing to Linux; its time is kept,
+		// as utimensat(AT_SYMLINK_NOFOLLOW) sets it.
+		if err := x.setOwnerMode(name, hdr, false); err != nil {
+			return err
+		}
+		return x.setTimes(name, hdr.ModTime)
 	case tar.TypeDir:
 		// Its time last: every entry made in it changes it.
 		x.dirTimes = append(x.dirTimes, dirTime{name: name, mtime: hdr.ModTime})
@@ -292,8 +299,9 @@ func (x *extractor) mkdirAll(name string) error {
 	return nil
 }
 
-// writeFile creates name with r's content.
-func (x *extractor) writeFile(name string, mode uint16, content io.Reader) error {
+// writeFile creates name with r's content; a sparse entry's blocks of
+// zeros are left holes.
+func (x *extractor) writeFile(name string, mode uint16, content io.Reader, sparse bool) error {
 	if err := x.replace(name); err != nil {
 		return err
 	}
@@ -302,6 +310,15 @@ func (x *extractor) writeFile(name string, mode uint16, content io.Reader) error
 		return pathError("create", name, err)
 	}
 	defer fd.DecRef(x.ctx)
+	if sparse {
+		n, err := sparsetar.WriteHoles(fdFile{x.ctx, fd, name}, content, x.buf)
+		x.stats.Bytes += n
+		var readErr *sparsetar.ReadError
+		if errors.As(err, &readErr) {
+			return &archiveError{fmt.Errorf("reading the content of %s: %w", name, readErr.Err)}
+		}
+		return err
+	}
 	n, err := copyToFD(x.ctx, fd, name, content, x.buf)
 	x.stats.Bytes += n
 	var writeErr *fs.PathError
@@ -309,6 +326,51 @@ func (x *extractor) writeFile(name string, mode uint16, content io.Reader) error
 		return &archiveError{err} // the archive ended or failed mid-file
 	}
 	return err
+}
+
+// fdFile is a guest file as sparsetar reads and writes it; its errors
+// name the file.
+type fdFile struct {
+	ctx  gcontext.Context
+	fd   *vfs.FileDescription
+	name string
+}
+
+func (f fdFile) WriteAt(p []byte, off int64) (int, error) {
+	var total int
+	for len(p) > 0 {
+		n, err := f.fd.PWrite(f.ctx, usermem.BytesIOSequence(p), off, vfs.WriteOptions{})
+		total += int(n)
+		if err != nil {
+			return total, pathError("write", f.name, err)
+		}
+		p, off = p[n:], off+n
+	}
+	return total, nil
+}
+
+func (f fdFile) Truncate(size int64) error {
+	if err := f.fd.SetStat(f.ctx, vfs.SetStatOptions{Stat: linux.Statx{Mask: linux.STATX_SIZE, Size: uint64(size)}}); err != nil {
+		return pathError("truncate", f.name, err)
+	}
+	return nil
+}
+
+// ReadAt reads len(p) bytes at off, short only at the end of the file.
+func (f fdFile) ReadAt(p []byte, off int64) (int, error) {
+	var total int
+	for len(p) > 0 {
+		n, err := f.fd.PRead(f.ctx, usermem.BytesIOSequence(p), off, vfs.ReadOptions{})
+		total += int(n)
+		if err == io.EOF || (err == nil && n == 0) {
+			return total, io.EOF
+		}
+		if err != nil {
+			return total, pathError("read", f.name, err)
+		}
+		p, off = p[n:], off+n
+	}
+	return total, nil
 }
 
 // copyToFD writes r's content to fd through buf. A write error is an
@@ -383,7 +445,7 @@ func (s *Sandbox) CopyOut(ctx context.Context, name string, w io.Writer) (CopySt
 	if name == "/" {
 		top = "."
 	}
-	a := archiver{s: s, ctx: ctx, kctx: kctx, creds: s.rootCreds(), root: root, tw: tar.NewWriter(w), links: map[fileID]string{}, buf: make([]byte, copyBufSize)}
+	a := archiver{s: s, ctx: ctx, kctx: kctx, creds: s.rootCreds(), root: root, tw: sparsetar.NewWriter(w), links: map[fileID]string{}, buf: make([]byte, copyBufSize)}
 	if err := a.add(name, top); err != nil {
 		return a.stats, err
 	}
@@ -400,7 +462,7 @@ type archiver struct {
 	kctx  gcontext.Context
 	creds *auth.Credentials
 	root  vfs.VirtualDentry
-	tw    *tar.Writer
+	tw    *sparsetar.Writer
 	links map[fileID]string
 	stats CopyStats
 	buf   []byte // for files' content
@@ -456,10 +518,7 @@ func (a *archiver) add(name, entry string) error {
 			a.links[id] = entry
 		}
 		hdr.Typeflag, hdr.Size = tar.TypeReg, int64(st.Size)
-		if err := a.write(hdr); err != nil {
-			return err
-		}
-		return a.content(name, hdr.Size)
+		return a.file(name, hdr, int64(st.Blocks))
 	case linux.S_IFLNK:
 		target, err := a.s.k.VFS().ReadlinkAt(a.kctx, a.creds, pathAt(a.root, name, false))
 		if err != nil {
@@ -511,34 +570,74 @@ func (a *archiver) list(name string) ([]string, error) {
 	return names, nil
 }
 
-// content copies size bytes of the regular file at name into the archive.
-func (a *archiver) content(name string, size int64) error {
-	fd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, pathAt(a.root, name, false), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_NOFOLLOW | linux.O_NONBLOCK})
+// scanFrom is the size from which a file is read for blocks of zeros
+// before it is sent, whatever its blocks say: tmpfs, where most of the
+// guest's files are, counts a hole's blocks as allocated and has no
+// SEEK_HOLE.
+const scanFrom = 1 << 20
+
+// file stores the regular file at name, of header hdr and blocks (of 512
+// bytes) allocated. A large file, or one whose blocks show holes, travels
+// as a sparse entry if blocks of zeros are found in it.
+func (a *archiver) file(name string, hdr *tar.Header, blocks int64) error {
+	vfd, err := a.s.k.VFS().OpenAt(a.kctx, a.creds, pathAt(a.root, name, false), &vfs.OpenOptions{Flags: linux.O_RDONLY | linux.O_NOFOLLOW | linux.O_NONBLOCK})
 	if err != nil {
 		return pathError("open", name, err)
 	}
-	defer fd.DecRef(a.kctx)
-	for left := size; left > 0; {
-		chunk := a.buf[:min(left, int64(len(a.buf)))]
-		n, err := fd.Read(a.kctx, usermem.BytesIOSequence(chunk), vfs.ReadOptions{})
+	defer vfd.DecRef(a.kctx)
+	f := fdFile{a.kctx, vfd, name}
+	whole := sparsetar.Segment{Off: 0, Len: hdr.Size}
+	data := []sparsetar.Segment{whole}
+	if hdr.Size >= scanFrom || blocks*512 < hdr.Size {
+		if data, err = sparsetar.Scan(f, hdr.Size, a.buf); errors.Is(err, io.EOF) {
+			return shrank(name)
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(data) == 1 && data[0] == whole {
+		err = a.write(hdr)
+	} else {
+		err = a.tw.WriteSparseHeader(hdr, data)
+		a.stats.Entries++
+	}
+	if err != nil {
+		return fmt.Errorf("writing the tar entry %s: %w", hdr.Name, err)
+	}
+	for _, s := range data {
+		if err := a.content(f, s); err != nil {
+			return err
+		}
+	}
+	a.stats.Bytes += hdr.Size
+	return nil
+}
+
+// content copies the segment s of the file f into the archive.
+func (a *archiver) content(f fdFile, s sparsetar.Segment) error {
+	for off, end := s.Off, s.Off+s.Len; off < end; {
+		if err := a.ctx.Err(); err != nil {
+			return err
+		}
+		n, err := f.ReadAt(a.buf[:min(end-off, int64(len(a.buf)))], off)
 		if n > 0 {
-			if _, werr := a.tw.Write(chunk[:n]); werr != nil {
+			if _, werr := a.tw.Write(a.buf[:n]); werr != nil {
 				return werr
 			}
-			left -= n
-			a.stats.Bytes += n
+			off += int64(n)
 		}
-		if err == io.EOF || (err == nil && n == 0) {
-			if left > 0 {
-				return &fs.PathError{Op: "copy out", Path: name, Err: fmt.Errorf("the file shrank by %d bytes while it was copied; copy it again when nothing writes to it", left)}
-			}
-			break
+		if err == io.EOF && off < end {
+			return shrank(f.name)
 		}
-		if err != nil {
-			return pathError("read", name, err)
+		if err != nil && err != io.EOF {
+			return err
 		}
 	}
 	return nil
+}
+
+func shrank(name string) error {
+	return &fs.PathError{Op: "copy out", Path: name, Err: errors.New("the file shrank while it was copied; copy it again when nothing writes to it")}
 }
 
 // pathError wraps a Sentry error for name with the host's errno type.
