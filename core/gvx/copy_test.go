@@ -1,16 +1,20 @@
 package gvx
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"z.gfire.dev/gvx/core/control"
 )
 
@@ -180,5 +184,160 @@ func TestFileOwners(t *testing.T) {
 	// The user can work on what it was given.
 	if res := sh(t, sb, `echo y = 2 >> /home/agent/repo/pkg/mod.py && touch /home/agent/repo/new`, &ExecOptions{User: "nobody"}); res.ExitCode != 0 {
 		t.Errorf("nobody changing its tree: %d %s", res.ExitCode, res.Stderr)
+	}
+}
+
+// countingWriter counts what is written to it.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// hostStat returns the host file p's stat, not following a symlink.
+func hostStat(t *testing.T, p string) *syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
+}
+
+// TestCopyKeepsLinksHolesAndTimes: what `docker cp` keeps, upload and
+// download keep: a hard-link pair stays one file, a 50 MiB file with
+// holes travels as its data and stays sparse (on a volume, whose blocks
+// show it, and out of tmpfs), a symlink and a directory keep their times,
+// a set-user-ID bit goes in (and, for the host's sake, not out).
+func TestCopyKeepsLinksHolesAndTimes(t *testing.T) {
+	cfg := config()
+	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: filepath.Join(t.TempDir(), "data.ext4"), GuestPath: "/data"}}
+	sb := newSandbox(t, cfg)
+	ctx := context.Background()
+	const size = 50 << 20
+	mtime := time.Date(2022, 3, 4, 5, 6, 7, 0, time.UTC)
+	ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+
+	src := t.TempDir()
+	os.Mkdir(filepath.Join(src, "d"), 0o750)
+	os.WriteFile(filepath.Join(src, "d", "a"), []byte("alpha\n"), 0o644)
+	if err := os.Link(filepath.Join(src, "d", "a"), filepath.Join(src, "b")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "suid"), []byte("#!/bin/sh\n"), 0o755)
+	os.Chmod(filepath.Join(src, "suid"), 0o755|os.ModeSetuid)
+	f, err := os.Create(filepath.Join(src, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(size)
+	f.WriteAt([]byte("one"), 1<<20)
+	f.WriteAt([]byte("two"), 30<<20)
+	f.Close()
+	want, _ := os.ReadFile(filepath.Join(src, "sparse"))
+	os.Symlink("d/a", filepath.Join(src, "l"))
+	for _, name := range []string{"l", "d", "sparse"} {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(src, name), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var sent countingWriter
+	if err := tarHostDir(src, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent.n > 1<<20 {
+		t.Errorf("an upload of 50 MiB with 8 KiB of data sends %d bytes", sent.n)
+	}
+	if _, err := sb.UploadDir(ctx, src, "/data/t"); err != nil {
+		t.Fatalf("UploadDir: %v", err)
+	}
+	got := sh(t, sb, `cd /data/t && stat -c '%i %h' d/a b && stat -c '%n %Y' l d sparse && stat -c '%a' suid && stat -c '%b' sparse && md5sum < sparse && cp -a /data/t /tmp/t`, nil)
+	lines := strings.Split(string(got.Stdout), "\n")
+	wantGuest := fmt.Sprintf("%s\n%[1]s\nl %[2]d\nd %[2]d\nsparse %[2]d\n4755\n", strings.Fields(lines[0])[0]+" 2", mtime.Unix())
+	if len(lines) < 7 || strings.Join(lines[:6], "\n")+"\n" != wantGuest || !strings.HasSuffix(lines[0], " 2") {
+		t.Errorf("the guest sees:\n%s\nwant:\n%s(and few blocks for sparse)\n%s", got.Stdout, wantGuest, got.Stderr)
+	}
+	if len(lines) > 6 {
+		if b, _ := strconv.Atoi(lines[6]); b == 0 || b > 64 {
+			t.Errorf("the 50 MiB sparse file has %s blocks in the guest, want its holes kept", lines[6])
+		}
+	}
+
+	var back countingWriter
+	if _, err := sb.CopyOut(ctx, "/data/t", &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.n > 1<<20 {
+		t.Errorf("a download of 50 MiB with 8 KiB of data sends %d bytes", back.n)
+	}
+	for _, guestDir := range []string{"/data/t", "/tmp/t"} {
+		dst := t.TempDir()
+		if _, err := sb.DownloadDir(ctx, guestDir, dst); err != nil {
+			t.Fatalf("DownloadDir %s: %v", guestDir, err)
+		}
+		a, b := hostStat(t, filepath.Join(dst, "d", "a")), hostStat(t, filepath.Join(dst, "b"))
+		if a.Ino != b.Ino || a.Nlink != 2 {
+			t.Errorf("%s: d/a and b came back as inodes %d and %d (links %d), want one file", guestDir, a.Ino, b.Ino, a.Nlink)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dst, "sparse")); !bytes.Equal(got, want) {
+			t.Errorf("%s: the sparse file came back different", guestDir)
+		}
+		if st := hostStat(t, filepath.Join(dst, "sparse")); st.Blocks > 64 {
+			t.Errorf("%s: the 50 MiB sparse file came back with %d blocks, want its holes kept", guestDir, st.Blocks)
+		}
+		if st := hostStat(t, filepath.Join(dst, "suid")); st.Mode&0o7777 != 0o755 {
+			t.Errorf("%s: suid came back with mode %#o, want 0755 (no set-user-ID on the host)", guestDir, st.Mode&0o7777)
+		}
+		if guestDir == "/tmp/t" {
+			continue // busybox cp -a does not keep a symlink's time
+		}
+		for _, name := range []string{"l", "d", "sparse"} {
+			if fi, err := os.Lstat(filepath.Join(dst, name)); err != nil || !fi.ModTime().Equal(mtime) {
+				t.Errorf("%s: %s came back with time %v, want %v", guestDir, name, fi.ModTime(), mtime)
+			}
+		}
+	}
+}
+
+// TestDownloadHardLinkOutsideTree: a guest file linked into the
+// downloaded tree from outside it comes back as a file of the tree; a
+// hard link in the archive to anything the archive did not bring (a
+// file already in the destination, linked to one outside it) is refused.
+func TestDownloadHardLinkOutsideTree(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	sh(t, sb, `echo secret > /outside && mkdir -p /g/sub && ln /outside /g/sub/a && ln /outside /g/b`, nil)
+	dst := t.TempDir()
+	if _, err := sb.DownloadDir(ctx, "/g/sub", dst); err != nil {
+		t.Fatalf("DownloadDir: %v", err)
+	}
+	if entries, _ := os.ReadDir(dst); len(entries) != 1 {
+		t.Errorf("the download holds %d entries, want a alone", len(entries))
+	}
+	if st := hostStat(t, filepath.Join(dst, "a")); st.Nlink != 1 || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		t.Errorf("a came back with %d links, mode %#o", st.Nlink, st.Mode)
+	}
+
+	// An archive no sandbox writes, with the links a broken one might.
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	os.WriteFile(victim, []byte("host secret\n"), 0o600)
+	dst = t.TempDir()
+	if err := os.Link(victim, filepath.Join(dst, "pre")); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(outside, filepath.Join(dst, "out"))
+	for _, linkname := range []string{"top/pre", "top/out/victim", "top/../victim", "top/missing"} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: "top/", Typeflag: tar.TypeDir, Mode: 0o755})
+		tw.WriteHeader(&tar.Header{Name: "top/stolen", Typeflag: tar.TypeLink, Linkname: linkname})
+		tw.Close()
+		if err := extractHostTar(&buf, dst); err == nil {
+			t.Errorf("a hard link to %s was extracted", linkname)
+		}
+		if st := hostStat(t, victim); st.Nlink != 2 {
+			t.Errorf("after a hard link to %s the victim outside has %d links, want 2", linkname, st.Nlink)
+		}
+		os.Remove(filepath.Join(dst, "stolen"))
 	}
 }
