@@ -140,6 +140,43 @@ def test_upload_streams_large_files_and_keeps_modes(sb: gvx.Sandbox, tmp_path: P
     assert not sb.exists("/tmp/mem")
 
 
+def test_upload_and_download_keep_links_holes_and_symlink_times(tmp_path: Path) -> None:
+    """What docker cp keeps comes through both ways: a hard-link pair stays
+    one file, a 50 MiB file with holes stays sparse (on a volume, whose
+    blocks show it), a symlink keeps its time."""
+    mtime = 1646370367  # 2022-03-04
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_text("alpha\n")
+    os.link(src / "a", src / "b")
+    with (src / "sparse").open("wb") as f:
+        f.truncate(50 << 20)
+        f.seek(30 << 20)
+        f.write(b"data")
+    (src / "l").symlink_to("a")
+    os.utime(src / "l", (mtime, mtime), follow_symlinks=False)
+    vol = gvx.Volume.create(tmp_path / "data.ext4", "256m")
+    with gvx.Sandbox(mounts=[gvx.Mount(vol.path, "/data")]) as sb:
+        sb.upload(src, "/data/t")
+        r = sb.exec("cd /data/t && stat -c '%i %h' a b && stat -c %Y l && stat -c %b sparse && md5sum < sparse", check=True)
+        ino_a, ino_b, l_time, blocks, digest = r.stdout.split("\n")[:5]
+        assert ino_a == ino_b and ino_a.endswith(" 2"), r.stdout
+        assert int(l_time) == mtime
+        assert 0 < int(blocks) <= 64, f"the sparse file has {blocks} blocks in the sandbox"
+        import hashlib
+        assert digest.split()[0] == hashlib.md5((src / "sparse").read_bytes()).hexdigest()
+
+        dst = tmp_path / "back"
+        sb.download("/data/t", dst)
+    a, b = (dst / "a").stat(), (dst / "b").stat()
+    assert a.st_ino == b.st_ino and a.st_nlink == 2
+    st = (dst / "sparse").stat()
+    assert st.st_size == 50 << 20 and st.st_blocks <= 64, st
+    assert (dst / "sparse").read_bytes() == (src / "sparse").read_bytes()
+    assert (dst / "l").lstat().st_mtime == mtime
+    assert vol.check().clean
+
+
 def test_directories_go_in_and_come_back(sb: gvx.Sandbox, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
