@@ -219,7 +219,9 @@ int gvx_sandbox_write_file_as(uint64_t sandbox, const char *path, const uint8_t 
  * If host_path is a directory, its contents are copied into the directory
  * path (created with its parents if missing), like `rsync -a host_path/
  * path/` without deletions: files belong to root and keep their permission
- * bits and times, symlinks stay symlinks; mode must be -1. A device, FIFO
+ * bits (set-user-ID too) and times, symlinks stay symlinks and keep their
+ * times, hard links stay links and a file's holes stay holes (they are not
+ * sent); mode must be -1. A device, FIFO
  * or socket in the tree fails the call with GVX_E_INVALID before anything
  * is copied.
  *
@@ -244,8 +246,10 @@ int gvx_sandbox_upload_as(uint64_t sandbox, const char *host_path, const char *p
  * host_path, streaming it. A file replaces host_path; a directory's contents
  * are copied into the directory host_path (created if missing). The guest
  * is not trusted: nothing is written outside host_path whatever its names
- * and symlinks say, files belong to the caller, set-user-ID and
- * set-group-ID bits are dropped, and devices and FIFOs are left out.
+ * and symlinks say (a hard link reaches only a file of the copy), files
+ * belong to the caller, set-user-ID and set-group-ID bits are dropped, and
+ * devices and FIFOs are left out. Hard links, holes, and the times of
+ * files, directories and symlinks are kept.
  */
 int gvx_sandbox_download(uint64_t sandbox, const char *path, const char *host_path, char **err);
 

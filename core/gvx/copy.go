@@ -49,9 +49,11 @@ func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (contr
 // UploadDir copies the contents of the host directory hostDir into the
 // guest directory guestDir (created if missing), like `rsync -a
 // hostDir/ guestDir/` without deletions. Files belong to root in the guest
-// and keep their permission bits and modification times; symlinks are
-// copied as symlinks. A device, FIFO or socket in hostDir is refused
-// before anything is copied.
+// and keep their permission bits (set-user-ID and set-group-ID too) and
+// modification times; symlinks are copied as symlinks with their times;
+// hard links within hostDir stay hard links, and a file's holes stay
+// holes without being sent. A device, FIFO or socket in hostDir is
+// refused before anything is copied.
 func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (control.CopyResult, error) {
 	return sb.UploadDirWith(ctx, hostDir, control.CopyInRequest{Path: guestDir})
 }
@@ -202,9 +204,11 @@ func tarHostFile(tw *sparsetar.Writer, hdr *tar.Header, p string, st *syscall.St
 // DownloadDir copies the contents of the guest directory guestDir into the
 // host directory hostDir (created if missing). Everything lands inside
 // hostDir, whatever the guest's names and symlinks say: the guest is not
-// trusted. Files belong to the caller and keep their permission bits
-// without set-user-ID and set-group-ID, and their modification times;
-// symlinks stay symlinks; devices and FIFOs are left out.
+// trusted: a hard link may reach only a file of the same download. Files
+// belong to the caller and keep their permission bits without set-user-ID
+// and set-group-ID, and their modification times; symlinks stay symlinks
+// with their times; hard links stay hard links and holes stay holes;
+// devices and FIFOs are left out.
 func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
 	if info, err := sb.Stat(ctx, guestDir); err != nil {
 		return control.CopyResult{}, err

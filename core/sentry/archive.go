@@ -57,7 +57,8 @@ type CopyStats struct {
 
 // CopyIn extracts the tar stream r into the absolute guest directory dir,
 // which is created (with its parents, mode 0755) if missing. Entries keep
-// the archive's modes, owners and modification times; an existing
+// the archive's modes, owners and modification times (a symlink's too),
+// and a sparse entry's holes stay holes; an existing
 // non-directory is replaced, an existing directory is kept and updated.
 // Entry names are relative to dir: a leading "/" is dropped, and a name
 // that climbs out of dir with ".." is refused.
@@ -429,7 +430,8 @@ func (x *extractor) setTimes(name string, mtime time.Time) error {
 // name to w as a tar stream, as guest root. Entry names start with name's
 // last element ("." for /), as `docker cp` and `tar -C PARENT NAME` name
 // them. Symlinks are stored, not followed; a file with several names is
-// stored once and linked; sockets are left out (tar cannot hold them).
+// stored once and linked; a file with blocks of zeros is stored as a
+// sparse entry of its data; sockets are left out (tar cannot hold them).
 func (s *Sandbox) CopyOut(ctx context.Context, name string, w io.Writer) (CopyStats, error) {
 	if err := s.acquire(); err != nil {
 		return CopyStats{}, err

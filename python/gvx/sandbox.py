@@ -605,7 +605,8 @@ class Sandbox:
         *contents* land in the directory ``remote`` (created with its parents
         if missing), like ``rsync -a local/ remote/`` without deletions: files
         belong to root and keep their permission bits and modification times,
-        symlinks stay symlinks. The sandbox unpacks the tree itself, so the
+        symlinks stay symlinks with their times, hard links stay links, and a
+        file's holes stay holes (they are not sent). The sandbox unpacks the tree itself, so the
         image needs no ``tar``::
 
             sb.upload("checkouts/django", "/workspace/django")
@@ -650,9 +651,11 @@ class Sandbox:
             sb.download("/workspace/django", "results/episode-17")
 
         The sandbox's contents are not trusted: nothing is written outside
-        ``local`` whatever its names and symlinks say, files belong to you,
-        set-user-ID and set-group-ID bits are dropped, and devices and FIFOs
-        are left out.
+        ``local`` whatever its names and symlinks say (a hard link reaches only
+        a file of the same download), files belong to you, set-user-ID and
+        set-group-ID bits are dropped, and devices and FIFOs are left out.
+        Hard links, holes, and the times of files, directories and symlinks
+        are kept.
         """
         _ffi.call(_ffi.lib().gvx_sandbox_download, self._h(), remote.encode(), os.fsencode(Path(local)))
 
