@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import pickle
@@ -106,7 +107,6 @@ def test_files(sb: gvx.Sandbox, tmp_path: Path) -> None:
 
 
 def test_upload_streams_large_files_and_keeps_modes(sb: gvx.Sandbox, tmp_path: Path) -> None:
-    import hashlib
     import resource
 
     big = tmp_path / "archive.tar"
@@ -163,7 +163,6 @@ def test_upload_and_download_keep_links_holes_and_symlink_times(tmp_path: Path) 
         assert ino_a == ino_b and ino_a.endswith(" 2"), r.stdout
         assert int(l_time) == mtime
         assert 0 < int(blocks) <= 64, f"the sparse file has {blocks} blocks in the sandbox"
-        import hashlib
         assert digest.split()[0] == hashlib.md5((src / "sparse").read_bytes()).hexdigest()
 
         dst = tmp_path / "back"
