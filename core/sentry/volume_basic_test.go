@@ -3,9 +3,11 @@ package sentry
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"z.gfire.dev/gvx/core/ext4lite"
 	"z.gfire.dev/gvx/core/internal/filehash"
@@ -120,6 +122,51 @@ func TestVolumeBadImages(t *testing.T) {
 	checkImageClean(t, good)
 	if got := debugfs(t, good, "cat /f"); !strings.Contains(got, "via-fd") {
 		t.Errorf("/f written through a volume passed as a file: %q", got)
+	}
+}
+
+// TestVolumeBadRoot mounts volumes whose root inode debugfs made a regular
+// file, or gave no file type at all: New must fail promptly, saying so,
+// rather than deadlock releasing the half-made filesystem.
+func TestVolumeBadRoot(t *testing.T) {
+	if _, err := exec.LookPath("debugfs"); err != nil {
+		t.Skipf("debugfs is not installed (apt-get install e2fsprogs): %v", err)
+	}
+	img, err := os.Open(imagePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	dir := volumeDir(t)
+	for _, c := range []struct{ name, mode, want string }{
+		{"regular file", "0100644", "not a directory (mode 0100644)"},
+		{"no file type", "0", "reading the root directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vol := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".ext4")
+			if err := ext4lite.Create(vol, 64<<20); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("debugfs", "-w", "-R", "sif <2> mode "+c.mode, vol).CombinedOutput(); err != nil {
+				t.Fatalf("debugfs: %v\n%s", err, out)
+			}
+			done := make(chan error, 1)
+			go func() {
+				s, err := New(Config{Image: img, DisableLockdown: true, Volumes: []Volume{{Path: vol, Target: "/data"}}})
+				if err == nil {
+					s.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "rungv volume check") {
+					t.Errorf("New: %v, want an error saying %q and how to check the volume", err, c.want)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("New with a volume whose root is not a directory has not returned after 20s")
+			}
+		})
 	}
 }
 

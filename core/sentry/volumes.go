@@ -151,7 +151,7 @@ func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *au
 			},
 		}
 		if _, err := vfsObj.MountAt(ctx, creds, filepath.Base(v.name()), pop, ext4fs.Name, opts); err != nil {
-			return fmt.Errorf("sentry: mounting volume %s on %s: %w", v.name(), v.Target, err)
+			return fmt.Errorf("sentry: mounting volume %s on %s (check it with `rungv volume check %s`): %w", v.name(), v.Target, v.name(), err)
 		}
 	}
 	return nil

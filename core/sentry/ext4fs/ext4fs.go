@@ -2,6 +2,7 @@ package ext4fs
 
 import (
 	"container/list"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -133,16 +134,18 @@ func newFilesystem(ctx context.Context, vfsObj *vfs.VirtualFilesystem, fstype Fi
 		endpoints: make(map[ext4lite.Ino]transport.BoundEndpoint),
 	}
 	fs.vfsfs.Init(vfsObj, &fstype, fs)
+	// Only the loader mounts a Volume (see GetFilesystem), so these errors
+	// reach it, not a guest system call, and may say more than EIO.
 	rootInode, err := fs.getInode(ext4lite.RootIno)
 	if err != nil {
 		fs.vfsfs.DecRef(ctx)
-		return nil, err
+		return nil, fmt.Errorf("ext4fs: reading the root directory (inode %d): %w", ext4lite.RootIno, err)
 	}
 	if rootInode.ftype != linux.S_IFDIR {
+		mode := rootInode.mode.Load()
 		rootInode.decRef(ctx)
 		fs.vfsfs.DecRef(ctx)
-		ctx.Warningf("ext4fs: the root inode is not a directory (mode %#o)", rootInode.mode.Load())
-		return nil, linuxerr.EIO
+		return nil, fmt.Errorf("ext4fs: the root inode (%d) is not a directory (mode %#o): the filesystem is damaged: %w", ext4lite.RootIno, mode, linuxerr.EIO)
 	}
 	// One reference for the filesystem, one for the caller.
 	fs.root = fs.newDentry(nil, "", rootInode)

@@ -86,7 +86,7 @@ func (fs *filesystem) CompleteRestore(ctx context.Context, opts vfs.CompleteRest
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.live != nil || v.closed {
+	if v.live.Load() != nil || v.closed {
 		return fmt.Errorf("ext4fs: the volume for %q is already in use", fs.volKey)
 	}
 	fs.vol = v
@@ -108,7 +108,7 @@ func (fs *filesystem) CompleteRestore(ctx context.Context, opts vfs.CompleteRest
 			}
 		}
 	}
-	v.live = fs
+	v.live.Store(fs)
 	return nil
 }
 

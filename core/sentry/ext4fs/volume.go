@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/context"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
@@ -23,8 +24,13 @@ type Volume struct {
 	// restoreKey names the volume in snapshots; see CtxRestoreVolumes.
 	restoreKey string
 
+	// live is the filesystem serving the volume, or nil. It is set with
+	// mu held but cleared without it: Release detaches a filesystem, and
+	// a mount that fails half-way releases the one it made while it holds
+	// mu.
+	live atomic.Pointer[filesystem]
+
 	mu     sync.Mutex
-	live   *filesystem // the filesystem serving the volume, or nil
 	closed bool
 	err    error // Close's outcome
 }
@@ -41,9 +47,7 @@ func NewVolume(fs *ext4lite.FS, readOnly bool, restoreKey string) *Volume {
 // Mounted reports whether a filesystem serves the volume: it was mounted,
 // or a restored snapshot's filesystem was bound to it.
 func (v *Volume) Mounted() bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.live != nil
+	return v.live.Load() != nil
 }
 
 // ReadOnly reports whether the volume was opened read-only.
@@ -57,7 +61,7 @@ func (v *Volume) mount(ctx context.Context, vfsObj *vfs.VirtualFilesystem, fstyp
 	if v.closed {
 		return nil, nil, linuxerr.EIO
 	}
-	if fs := v.live; fs != nil && fs.vfsfs.TryIncRef() {
+	if fs := v.live.Load(); fs != nil && fs.vfsfs.TryIncRef() {
 		fs.root.IncRef()
 		return &fs.vfsfs, &fs.root.vfsd, nil
 	}
@@ -65,24 +69,21 @@ func (v *Volume) mount(ctx context.Context, vfsObj *vfs.VirtualFilesystem, fstyp
 	if err != nil {
 		return nil, nil, err
 	}
-	v.live = fs
+	v.live.Store(fs)
 	return &fs.vfsfs, &fs.root.vfsd, nil
 }
 
-// detach forgets fs, which is being released.
+// detach forgets fs, which is being released. It takes no lock: see
+// Volume.live.
 func (v *Volume) detach(fs *filesystem) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.live == fs {
-		v.live = nil
-	}
+	v.live.CompareAndSwap(fs, nil)
 }
 
 // Sync writes back the data of memory-mapped files and commits everything
 // to the image.
 func (v *Volume) Sync(ctx context.Context) error {
 	v.mu.Lock()
-	fs := v.live
+	fs := v.live.Load()
 	closed := v.closed
 	v.mu.Unlock()
 	if closed {
@@ -114,7 +115,7 @@ func (v *Volume) Close(ctx context.Context) error {
 	}
 	v.closed = true
 	var errs []error
-	if fs := v.live; fs != nil {
+	if fs := v.live.Load(); fs != nil {
 		if err := fs.writebackAll(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("writing back memory-mapped data: %w", err))
 		}
