@@ -236,10 +236,14 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if err != nil {
 		return err
 	}
-	defer releaseStreams()
 	// Registered before the sandbox's Close, so it runs after it: the
-	// copies to regular files end once the sandbox lets go of the pipes.
-	defer outs.wait(outputDrainTimeout)
+	// copies to regular files end once the sandbox and rungv let go of
+	// the pipes. rungv's copies go first, or a start that fails before
+	// init holds them would wait out the timeout.
+	defer func() {
+		releaseStreams()
+		outs.wait(outputDrainTimeout)
+	}()
 
 	var sb *sentry.Sandbox
 	var p *sentry.Process

@@ -67,6 +67,51 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// TestStartFailureToFilesIsPrompt: with stdout and stderr regular files
+// (rungv run … >log 2>&1, or a Python caller's), a sandbox that fails to
+// start reports it and exits at once, not after waiting for output
+// copies whose pipes rungv itself still holds.
+func TestStartFailureToFilesIsPrompt(t *testing.T) {
+	img := testImage(t)
+	dir := t.TempDir()
+	notExt4 := filepath.Join(dir, "not.ext4")
+	if err := os.WriteFile(notExt4, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"missing command", []string{img, "no-such-command"}, 127, "command not found"},
+		{"bad volume", []string{"--mount", "type=volume,src=" + notExt4 + ",dst=/data", img, "true"}, 1, "rungv volume check"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log, err := os.Create(filepath.Join(dir, "log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer log.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, rungvBinary, append([]string{"--cache", sharedCache(t), "run", "-q"}, c.args...)...)
+			cmd.Stdout, cmd.Stderr = log, log
+			start := time.Now()
+			err = cmd.Run()
+			took := time.Since(start)
+			said, _ := os.ReadFile(log.Name())
+			if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(string(said), c.want) {
+				t.Errorf("exit %d (%v), output %q; want exit %d saying %q", code, err, said, c.code, c.want)
+			}
+			// The old exit path waited 5s; a start takes well under 1s.
+			if took > 2500*time.Millisecond {
+				t.Errorf("rungv took %v to report a failed start", took)
+			}
+		})
+	}
+}
+
 // TestInitKilledForMemorySaysSo: when the OOM killer's victim is init, the
 // sandbox ends; rungv says why instead of only exiting 137.
 func TestInitKilledForMemorySaysSo(t *testing.T) {
