@@ -23,6 +23,7 @@ import (
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/exetrim"
+	"z.gfire.dev/gvx/core/internal/hostfile"
 	"z.gfire.dev/gvx/core/lockdown"
 	"z.gfire.dev/gvx/core/sentry"
 	"z.gfire.dev/gvx/core/store"
@@ -199,7 +200,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	defer erofsFile.Close()
 	var snapshot *os.File
 	if f.restore != "" {
-		if snapshot, err = os.Open(f.restore); err != nil {
+		if snapshot, err = hostfile.Open(f.restore, os.O_RDONLY, hostfile.Regular); err != nil {
 			return fmt.Errorf("--restore: %w", err)
 		}
 		defer snapshot.Close()

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 
 	"z.gfire.dev/gvx/core/image"
+	"z.gfire.dev/gvx/core/internal/hostfile"
 )
 
 // processSpec is a command resolved against an image's config, the way
@@ -92,7 +94,12 @@ func expandEnv(entries []string) ([]string, error) {
 // readEnvFile reads a docker-style env file: KEY=VALUE or KEY lines,
 // blank lines and #-comments ignored.
 func readEnvFile(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	f, err := hostfile.Open(path, os.O_RDONLY, hostfile.Regular)
+	if err != nil {
+		return nil, fmt.Errorf("--env-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("--env-file: %w", err)
 	}
