@@ -19,6 +19,7 @@ import (
 
 	"z.gfire.dev/gvx/core/ext4lite"
 	"z.gfire.dev/gvx/core/ext4lite/blockdev"
+	"z.gfire.dev/gvx/core/internal/hostfile"
 	"z.gfire.dev/gvx/core/sentry/ext4fs"
 )
 
@@ -68,7 +69,11 @@ func openVolumes(vols []Volume) ([]*ext4fs.Volume, error) {
 	defer cu.Clean()
 	for _, v := range vols {
 		fs, err := openVolume(v)
-		if err != nil {
+		switch {
+		case errors.Is(err, blockdev.ErrInUse), errors.Is(err, hostfile.ErrKind):
+			// The error says what to do; the image is not in question.
+			return nil, fmt.Errorf("sentry: opening volume %s for %s: %w", v.name(), v.Target, err)
+		case err != nil:
 			return nil, fmt.Errorf("sentry: opening volume %s for %s (is it an ext4 image? check it with `rungv volume check %s`): %w", v.name(), v.Target, v.name(), err)
 		}
 		opened = append(opened, ext4fs.NewVolume(fs, v.ReadOnly, v.Target))

@@ -183,6 +183,9 @@ func requireVolume(path string) error {
 		return nil
 	}
 	fs, err := ext4lite.OpenVolume(path, ext4lite.Options{ReadOnly: true})
+	if errors.Is(err, blockdev.ErrInUse) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("%s is not a usable ext4 volume (create one with `rungv volume create`): %w", path, err)
 	}

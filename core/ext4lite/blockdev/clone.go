@@ -41,11 +41,15 @@ func Clone(goldenPath, episodePath string) (CloneMethod, error) {
 	if err != nil {
 		return 0, fmt.Errorf("blockdev: %w", err)
 	}
-	golden, err := os.Open(abs)
+	golden, err := openImage(abs, true)
 	if err != nil {
 		return 0, fmt.Errorf("blockdev: open golden: %w", err)
 	}
 	defer golden.Close()
+	// A golden being written would give a clone of no consistent state.
+	if err := lockImage(golden, true); err != nil {
+		return 0, err
+	}
 	// Cloning a delta would chain deltas; refuse instead of silently
 	// reading the delta file as an image.
 	head := make([]byte, len(deltaMagic))
@@ -113,7 +117,7 @@ func reflinkUnsupported(err error) bool {
 // Open opens an image or a delta at path, telling them apart by the delta
 // magic. For a delta the golden path recorded in it is used.
 func Open(path string, readOnly bool) (Device, error) {
-	f, err := os.Open(path)
+	f, err := openImage(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: open: %w", err)
 	}
@@ -128,7 +132,7 @@ func Open(path string, readOnly bool) (Device, error) {
 
 // IsDelta reports whether the file at path is a delta.
 func IsDelta(path string) (bool, error) {
-	f, err := os.Open(path)
+	f, err := openImage(path, true)
 	if err != nil {
 		return false, fmt.Errorf("blockdev: %w", err)
 	}

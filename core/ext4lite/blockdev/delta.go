@@ -42,11 +42,14 @@ func CreateDelta(goldenPath, path string) error {
 	if err != nil {
 		return fmt.Errorf("blockdev: %w", err)
 	}
-	golden, err := os.Open(abs)
+	golden, err := openImage(abs, true)
 	if err != nil {
 		return fmt.Errorf("blockdev: open golden: %w", err)
 	}
 	defer golden.Close()
+	if err := lockImage(golden, true); err != nil {
+		return err
+	}
 	id, err := identify(golden)
 	if err != nil {
 		return err
@@ -97,16 +100,15 @@ func initDeltaFile(f *os.File, hdr deltaHeader) error {
 // be the very image the delta was made from, unchanged since; otherwise
 // OpenDelta fails with an error wrapping ErrWrongGolden.
 func OpenDelta(path, goldenPath string, readOnly bool) (*Delta, error) {
-	flag := os.O_RDWR
-	if readOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, err := openImage(path, readOnly)
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: open delta: %w", err)
 	}
 	cu := cleanup.Make(func() { f.Close() })
 	defer cu.Clean()
+	if err := lockImage(f, readOnly); err != nil {
+		return nil, err
+	}
 	hb := make([]byte, deltaHeaderSize)
 	if _, err := f.ReadAt(hb, 0); err != nil {
 		return nil, fmt.Errorf("blockdev: read delta header of %s: %w", path, err)
@@ -118,11 +120,15 @@ func OpenDelta(path, goldenPath string, readOnly bool) (*Delta, error) {
 	if goldenPath == "" {
 		goldenPath = hdr.goldenPath
 	}
-	golden, err := os.Open(goldenPath)
+	golden, err := openImage(goldenPath, true)
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: open golden of delta %s: %w", path, err)
 	}
 	cu.Add(func() { golden.Close() })
+	// Shared by every clone of the golden; no one may write it meanwhile.
+	if err := lockImage(golden, true); err != nil {
+		return nil, err
+	}
 	id, err := identify(golden)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/internal/hostfile"
 )
 
 // File is a Device backed by a regular host file (or a block device node).
@@ -19,11 +21,7 @@ var _ Discarder = (*File)(nil)
 
 // OpenFile opens the image at path. A read-only device refuses writes.
 func OpenFile(path string, readOnly bool) (*File, error) {
-	flag := os.O_RDWR
-	if readOnly {
-		flag = os.O_RDONLY
-	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, err := openImage(path, readOnly)
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: open image: %w", err)
 	}
@@ -35,8 +33,15 @@ func OpenFile(path string, readOnly bool) (*File, error) {
 	return d, nil
 }
 
-// NewFile wraps an open file. The device owns f from now on: Close closes it.
+// NewFile wraps an open file, a regular file or a block device, and locks
+// it (see ErrInUse). The device owns f from now on: Close closes it.
 func NewFile(f *os.File, readOnly bool) (*File, error) {
+	if err := hostfile.Check(f, hostfile.Regular|hostfile.BlockDevice); err != nil {
+		return nil, fmt.Errorf("blockdev: %w", err)
+	}
+	if err := lockImage(f, readOnly); err != nil {
+		return nil, err
+	}
 	size, err := f.Seek(0, 2)
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: size of %s: %w", f.Name(), err)

@@ -139,11 +139,14 @@ func copyRangeByHand(dst, src *os.File, off, n int64) error {
 // CopyImage copies the plain image src to dst (replaced atomically),
 // sharing extents by reflink where possible and keeping holes.
 func CopyImage(src, dst string) error {
-	in, err := os.Open(src)
+	in, err := openImage(src, true)
 	if err != nil {
 		return fmt.Errorf("blockdev: copy image: %w", err)
 	}
 	defer in.Close()
+	if err := lockImage(in, true); err != nil {
+		return err
+	}
 	size, err := in.Seek(0, io.SeekEnd)
 	if err != nil {
 		return fmt.Errorf("blockdev: copy image: %w", err)
