@@ -43,3 +43,16 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
         gvx.Volume(not_ext4).clone(tmp_path / "ep.ext4")
     with pytest.raises(gvx.NotFoundError):
         gvx.Volume(tmp_path / "missing.ext4").check()
+
+
+def test_one_writer_per_volume(tmp_path: Path) -> None:
+    """A volume has one writer: a second read-write sandbox on it is refused,
+    naming the holder; read-only sandboxes share it once the writer is gone."""
+    vol = gvx.Volume.create(tmp_path / "v.ext4", "64m")
+    with gvx.Sandbox(mounts=[gvx.Mount(vol.path, "/data")]) as first:
+        with pytest.raises(gvx.SandboxStartError, match=r"is open read-write by process \d+ \(rungv\)"):
+            gvx.Sandbox(mounts=[gvx.Mount(vol.path, "/data")])
+        first.exec(["sh", "-c", "echo kept > /data/f"], check=True)
+    with gvx.Sandbox(mounts=[gvx.Mount(vol.path, "/data", read_only=True)]) as a:
+        with gvx.Sandbox(mounts=[gvx.Mount(vol.path, "/data", read_only=True)]) as b:
+            assert a.exec(["cat", "/data/f"]).stdout == b.exec(["cat", "/data/f"]).stdout == "kept\n"
