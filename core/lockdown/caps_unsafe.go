@@ -22,11 +22,16 @@ func hasEffectiveCap(c int) (bool, error) {
 	return data[c/32].Effective&(1<<(uint(c)%32)) != 0, nil
 }
 
-// clearCapabilities empties the effective, permitted and inheritable sets of
-// every thread. Capabilities are per thread, and the Go runtime has many.
-func clearCapabilities() error {
+// setCapabilities makes keep the effective and permitted sets and empties
+// the inheritable set of every thread. Capabilities are per thread, and the
+// Go runtime has many.
+func setCapabilities(keep uint64) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data capData
+	for i := range data {
+		data[i].Effective = uint32(keep >> (32 * i))
+		data[i].Permitted = uint32(keep >> (32 * i))
+	}
 	_, _, errno := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 	if errno != 0 {
 		return errno

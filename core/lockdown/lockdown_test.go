@@ -33,6 +33,9 @@ func runHelper(mode string) int {
 	if strings.HasPrefix(mode, "net-") {
 		return runNetHelper(mode)
 	}
+	if strings.HasPrefix(mode, "janitor") {
+		return runJanitorHelper(mode)
+	}
 	opts := Options{}
 	if mode == "trap" {
 		opts.TrapViolations = true

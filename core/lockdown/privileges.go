@@ -10,7 +10,13 @@ import (
 // (effective, permitted, inheritable, ambient and, where CAP_SETPCAP allows,
 // bounding) on every thread of the process. It is idempotent and needs no
 // privilege.
-func DropPrivileges() error {
+func DropPrivileges() error { return dropPrivileges(0) }
+
+// dropPrivileges is DropPrivileges keeping the capabilities in keep (a mask
+// of 1<<CAP_*) in the effective and permitted sets.
+//
+// Preconditions: keep is within the permitted set.
+func dropPrivileges(keep uint64) error {
 	if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return fmt.Errorf("lockdown: setting PR_SET_NO_NEW_PRIVS: %w", err)
 	}
@@ -22,7 +28,7 @@ func DropPrivileges() error {
 		// none to clear.
 		return fmt.Errorf("lockdown: clearing ambient capabilities: %w", err)
 	}
-	if err := clearCapabilities(); err != nil {
+	if err := setCapabilities(keep); err != nil {
 		return fmt.Errorf("lockdown: clearing capabilities: %w", err)
 	}
 	return nil

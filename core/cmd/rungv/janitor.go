@@ -2,16 +2,18 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/lockdown"
 )
 
 // The janitor removes files rungv created on the host (unix sockets of
@@ -22,6 +24,16 @@ import (
 // before lockdown; it waits for the end of a pipe whose write end only
 // rungv holds, then removes the files it was given — each only if it is
 // still the socket rungv made (same device and inode).
+//
+// The janitor locks itself down before it waits (lockdown.InstallJanitor):
+// no new privileges, no capabilities, and a seccomp filter that allows
+// reading its pipe, lstat and unlink by path, and what the Go runtime needs.
+// Removing a file needs write and search permission on its directory and,
+// in a sticky directory like /tmp, owning the file or the directory; the
+// janitor runs as the user who created the socket, so it owns the file and
+// held that permission then, unless only CAP_DAC_OVERRIDE gave it (root
+// making a socket in another user's directory). Only then does it keep
+// that one capability; CAP_FOWNER and the rest are never needed.
 
 const janitorCommand = "__janitor"
 
@@ -48,6 +60,13 @@ func startJanitor(files []janitorFile) (*os.File, error) {
 	for _, f := range files {
 		args = append(args, f.String())
 	}
+	// rungv's descriptors that are not close-on-exec (inherited from its
+	// parent) would stay open in the janitor for the rest of its life;
+	// it gets only its pipe and /dev/null as stdio.
+	if err := closeOnExecFrom(3); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting the janitor that removes rungv's sockets at exit: %w", err)
+	}
 	cmd := exec.Command("/proc/self/exe", args...)
 	cmd.ExtraFiles = []*os.File{r}
 	// Out of the terminal's process group: Ctrl-C must not reach it first.
@@ -71,23 +90,88 @@ func newJanitorCommand() *cobra.Command {
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGQUIT)
+			files := parseJanitorFiles(args)
+			if err := lockJanitor(files); err != nil {
+				// Still remove the sockets, as an unconfined janitor.
+				fmt.Fprintln(os.Stderr, "rungv janitor:", err)
+			}
 			// Block until every write end is closed: rungv has exited.
-			io.Copy(io.Discard, os.NewFile(3, "janitor-pipe"))
-			for _, a := range args {
-				parts := strings.SplitN(a, ":", 3)
-				if len(parts) != 3 {
-					continue
+			var buf [64]byte
+			for {
+				if n, err := unix.Read(janitorPipeFD, buf[:]); n <= 0 && err != unix.EINTR {
+					break
 				}
-				dev, _ := strconv.ParseUint(parts[0], 10, 64)
-				ino, _ := strconv.ParseUint(parts[1], 10, 64)
+			}
+			for _, f := range files {
 				var st unix.Stat_t
-				if unix.Lstat(parts[2], &st) == nil && st.Dev == dev && st.Ino == ino && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
-					os.Remove(parts[2])
+				if unix.Lstat(f.path, &st) == nil && st.Dev == f.dev && st.Ino == f.ino && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+					unix.Unlinkat(unix.AT_FDCWD, f.path, 0)
 				}
 			}
 			return nil
 		},
 	}
+}
+
+// janitorPipeFD is the janitor's end of its pipe (cmd.ExtraFiles[0]).
+const janitorPipeFD = 3
+
+// parseJanitorFiles parses the janitor's DEV:INO:PATH arguments, skipping
+// malformed ones.
+func parseJanitorFiles(args []string) []janitorFile {
+	var files []janitorFile
+	for _, a := range args {
+		parts := strings.SplitN(a, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		dev, err1 := strconv.ParseUint(parts[0], 10, 64)
+		ino, err2 := strconv.ParseUint(parts[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		files = append(files, janitorFile{path: parts[2], dev: dev, ino: ino})
+	}
+	return files
+}
+
+// lockJanitor closes the janitor's stdin and stdout and locks it down,
+// keeping CAP_DAC_OVERRIDE only if a file's directory needs it.
+func lockJanitor(files []janitorFile) error {
+	unix.Close(0)
+	unix.Close(1)
+	// The read below must block; the filter allows no fcntl later.
+	if err := unix.SetNonblock(janitorPipeFD, false); err != nil {
+		return fmt.Errorf("janitor pipe: %w", err)
+	}
+	opts := lockdown.JanitorOptions{PipeFD: janitorPipeFD}
+	for _, f := range files {
+		need, err := lockdown.NeedsDACOverride(filepath.Dir(f.path))
+		if err != nil {
+			return err
+		}
+		opts.KeepDACOverride = opts.KeepDACOverride || need
+	}
+	return lockdown.InstallJanitor(opts)
+}
+
+// closeOnExecFrom marks every descriptor from first up close-on-exec.
+func closeOnExecFrom(first int) error {
+	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err != unix.ENOSYS && err != unix.EINVAL {
+		return err
+	}
+	// Kernels before 5.11.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // startJanitorFor starts one janitor for the control socket and the
