@@ -42,7 +42,7 @@ extern "C" {
 #define GVX_OK 0
 #define GVX_E_INVALID (-1)     /* a bad argument: the message names it */
 #define GVX_E_INTERNAL (-2)    /* a bug in libgvx: please report the message */
-#define GVX_E_NOT_FOUND (-3)   /* no such image, file or command */
+#define GVX_E_NOT_FOUND (-3)   /* no such image or file (a missing command is exit code 127) */
 #define GVX_E_CLOSED (-4)      /* the handle is closed or was never valid */
 #define GVX_E_UNAVAILABLE (-5) /* the sandbox exited or cannot be reached */
 #define GVX_E_TIMEOUT (-6)     /* a deadline passed */
@@ -139,7 +139,10 @@ int gvx_sandbox_stats(uint64_t sandbox, char **stats, char **err);
  * stdin_data/stdin_len is the command's input (NULL: none). On success
  * *result receives {"exit_code", "signal", "timed_out", "truncated",
  * "duration" (seconds)}, and the stdout and stderr buffers and lengths the captured
- * output. A non-zero exit code is a result, not an error.
+ * output. A non-zero exit code is a result, not an error; so is a command
+ * that cannot start, as with docker exec: exit code 127 when it does not
+ * exist, 126 when it is not executable, and stderr saying so (e.g.
+ * gvx: exec: "x": executable file not found in $PATH).
  */
 int gvx_sandbox_exec(uint64_t sandbox, const char *request_json, const uint8_t *stdin_data, size_t stdin_len,
                      char **result, uint8_t **stdout_data, size_t *stdout_len, uint8_t **stderr_data,

@@ -94,7 +94,7 @@ const (
 // Error codes.
 const (
 	CodeInvalid     = "invalid"      // a bad argument; the message names it
-	CodeNotFound    = "not_found"    // no such file, command or exec
+	CodeNotFound    = "not_found"    // no such file or exec (a missing command exits 127)
 	CodePermission  = "permission"   // denied inside the sandbox
 	CodeUnavailable = "unavailable"  // the sandbox is shutting down or gone
 	CodeUnsupported = "unsupported"  // unknown method or version

@@ -310,8 +310,10 @@ type ExecResult struct {
 const execAnswerGrace = 5 * time.Second
 
 // Exec runs a command in the sandbox and waits for it. A non-zero exit
-// code is a result, not an error; errors mean the command could not run
-// (not found, sandbox gone). With a Timeout, Exec returns at most
+// code is a result, not an error; so is, as with docker exec, a command
+// that does not exist (exit code 127) or is not executable (126), with why
+// on stderr. Errors mean the sandbox could not run it (a bad request, the
+// sandbox gone). With a Timeout, Exec returns at most
 // execAnswerGrace after it even if the sandbox does not answer, with an
 // error that wraps context.DeadlineExceeded.
 func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (*ExecResult, error) {

@@ -134,9 +134,39 @@ func TestExec(t *testing.T) {
 	if !res.Truncated || len(res.Stdout) > 1100 || !bytes.HasPrefix(res.Stdout, []byte("y\ny\n")) {
 		t.Errorf("MaxOutput: truncated %v, %d bytes kept", res.Truncated, len(res.Stdout))
 	}
-	_, err := sb.Exec(context.Background(), []string{"no-such-command"}, nil)
-	if !control.IsCode(err, control.CodeNotFound) {
-		t.Errorf("missing command: %v", err)
+}
+
+// TestExecMissingCommand: a command that does not exist or cannot be run
+// is, as with docker exec and sh, a result with exit code 127 or 126 and
+// why on stderr, the same whether given as argv or to a shell.
+func TestExecMissingCommand(t *testing.T) {
+	sb := newSandbox(t, config())
+	sh(t, sb, "echo data > /tmp/not-executable", nil)
+	for _, c := range []struct {
+		argv      []string
+		code      int
+		stderr    string
+		shellCode int
+	}{
+		{[]string{"no-such-cmd", "arg"}, 127, `gvx: exec: "no-such-cmd": executable file not found in $PATH` + "\n", 127},
+		{[]string{"/no/such/cmd"}, 127, `gvx: exec: "/no/such/cmd": no such file or directory` + "\n", 127},
+		{[]string{"/tmp/not-executable"}, 126, `gvx: exec: "/tmp/not-executable": permission denied` + "\n", 126},
+	} {
+		res, err := sb.Exec(context.Background(), c.argv, nil)
+		if err != nil {
+			t.Errorf("%q: %v, want a result with exit code %d", c.argv, err, c.code)
+			continue
+		}
+		if res.ExitCode != c.code || string(res.Stderr) != c.stderr || len(res.Stdout) != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d, stderr %q", c.argv, res.ExitCode, res.Stdout, res.Stderr, c.code, c.stderr)
+		}
+		if res := sh(t, sb, c.argv[0], nil); res.ExitCode != c.shellCode {
+			t.Errorf("sh -c %q: exit %d, want %d like the argv form", c.argv[0], res.ExitCode, c.shellCode)
+		}
+	}
+	// The sandbox goes on.
+	if res := sh(t, sb, "echo alive", nil); string(res.Stdout) != "alive\n" {
+		t.Fatalf("after the missing commands: %+v", res)
 	}
 }
 

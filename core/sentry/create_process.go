@@ -5,6 +5,9 @@ import (
 
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/cleanup"
+	"gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/errors/linuxerr"
+	"gvisor.dev/gvisor/pkg/fspath"
 	"gvisor.dev/gvisor/pkg/sentry/fsimpl/user"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
@@ -71,6 +74,8 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 		args.File = exe
 	} else if args.Filename, err = user.ResolveExecutablePath(pctx, &args); err != nil {
 		return nil, fmt.Errorf("sentry: %w", err)
+	} else if err := s.checkExecutable(pctx, &args); err != nil {
+		return nil, fmt.Errorf("sentry: starting %q: %w", spec.Argv[0], err)
 	}
 
 	// CreateProcess consumes a reference on the mount namespace, success
@@ -83,6 +88,32 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 	cu.Release()
 	st.fdTable.DecRef(ctx)
 	return newProcess(s, tg, pid, st, spec), nil
+}
+
+// checkExecutable returns the error execve(2) would give (ENOENT, EACCES)
+// if args.Filename cannot be executed with args.Credentials. gVisor's
+// loader reports these only as text, and callers tell a missing command
+// (exit code 127) from one that cannot run (126) by them. It opens the file
+// as the loader does, which then opens it again.
+//
+// Preconditions: args.Filename is absolute.
+func (s *Sandbox) checkExecutable(ctx context.Context, args *kernel.CreateProcessArgs) error {
+	root := s.mns.Root(ctx)
+	defer root.DecRef(ctx)
+	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(args.Filename), FollowFinalSymlink: true}
+	fd, err := s.k.VFS().OpenAt(ctx, args.Credentials, pop, &vfs.OpenOptions{Flags: linux.O_RDONLY, FileExec: true})
+	if err != nil {
+		return err
+	}
+	defer fd.DecRef(ctx)
+	st, err := fd.Stat(ctx, vfs.StatOptions{Mask: linux.STATX_TYPE})
+	if err != nil {
+		return err
+	}
+	if linux.FileMode(st.Mode).FileType() != linux.ModeRegular {
+		return linuxerr.EACCES // as execve(2) for a directory or device
+	}
+	return nil
 }
 
 // makeDir creates dir and its parents in the guest's root filesystem.

@@ -35,7 +35,7 @@ class InternalError(GvxError):
 
 
 class NotFoundError(GvxError):
-    """No such image, file or command."""
+    """No such image or file. (A missing command is an exec result with exit code 127.)"""
 
 
 class SandboxClosedError(GvxError):

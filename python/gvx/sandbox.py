@@ -471,7 +471,8 @@ class Sandbox:
         has ``timed_out``); if the
         sandbox itself does not answer within 5 s more, :class:`gvx.TimeoutError` is
         raised instead, so a step never blocks much longer than its timeout. ``env``
-        adds variables. ``check=True``
+        adds variables. A command that does not exist exits with 127 and one that is
+        not executable with 126, with why on stderr, as with ``docker exec``. ``check=True``
         raises :class:`gvx.ExecError` on a non-zero exit. ``on_output(stream, data)``
         receives output as it arrives (``stream`` is ``"stdout"`` or ``"stderr"``);
         the result then carries no output. ``max_output`` bounds the bytes kept of

@@ -256,6 +256,27 @@ def test_asyncio_runs_more_execs_at_once_than_asyncios_default_pool() -> None:
     assert [r.exit_code for r in results] == [0] * n
 
 
+def test_asyncio_missing_command_is_a_result() -> None:
+    async def main() -> gvx.ExecResult:
+        async with await gvx.aio.Sandbox.create() as sb:
+            return await sb.exec(["no-such-cmd"])
+
+    r = asyncio.run(main())
+    assert (r.exit_code, r.stderr) == (127, 'gvx: exec: "no-such-cmd": executable file not found in $PATH\n')
+
+
+def test_step_without_a_shell_is_an_observation() -> None:
+    """An agent that removed /bin/sh gets 127 and why for its next step, not an
+    error that ends the episode."""
+    with gvx.GvxEnv(max_steps=5) as env:
+        env.reset()
+        obs, _, terminated, truncated, info = env.step("rm /bin/sh")
+        assert obs["exit_code"] == 0, obs
+        obs, _, terminated, truncated, info = env.step("ls /")
+        assert obs == {"stdout": "", "stderr": 'gvx: exec: "/bin/sh": no such file or directory\n', "exit_code": 127}
+        assert not terminated and not truncated and "sandbox_error" not in info
+
+
 def test_cancelling_an_asyncio_exec_kills_its_command() -> None:
     async def main() -> str:
         async with await gvx.aio.Sandbox.create() as sb:

@@ -40,8 +40,23 @@ def test_exec_results(sb: gvx.Sandbox) -> None:
     with pytest.raises(gvx.ExecError, match="exited with 4") as e:
         sb.exec("echo bad >&2; exit 4", check=True)
     assert e.value.result.stderr == "bad\n"
-    with pytest.raises(gvx.NotFoundError, match="no-such-cmd"):
-        sb.exec(["no-such-cmd"])
+
+
+def test_missing_command_is_a_result(sb: gvx.Sandbox) -> None:
+    """As with docker exec and sh: 127 for a missing command, 126 for one that
+    is not executable, and why on stderr, whether given as a list or a shell string."""
+    sb.exec("echo data > /tmp/not-executable", check=True)
+    for argv, code, message in [
+        (["no-such-cmd", "x"], 127, 'gvx: exec: "no-such-cmd": executable file not found in $PATH\n'),
+        (["/no/such/cmd"], 127, 'gvx: exec: "/no/such/cmd": no such file or directory\n'),
+        (["/tmp/not-executable"], 126, 'gvx: exec: "/tmp/not-executable": permission denied\n'),
+    ]:
+        r = sb.exec(argv)
+        assert (r.exit_code, r.stdout, r.stderr) == (code, "", message), argv
+        assert sb.exec(argv[0]).exit_code == code, f"sh -c {argv[0]} differs from the list form"
+        with pytest.raises(gvx.ExecError, match=f"exited with {code}") as e:
+            sb.exec(argv, check=True)
+        assert e.value.result.stderr == message
 
 
 def test_streamed_output(sb: gvx.Sandbox) -> None:

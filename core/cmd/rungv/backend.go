@@ -73,22 +73,59 @@ func (b *sandboxBackend) Exec(ctx context.Context, req control.ExecRequest, stdi
 	}
 	p, err := b.sb.Exec(ctx, spec)
 	if err != nil {
-		return nil, execError(req.Argv[0], err)
+		if f, ok := startFailureOf(req.Argv[0], err); ok {
+			// As docker exec and sh: the command ran and failed, with
+			// why on its stderr. An agent's typo is a result to observe,
+			// not a failed call.
+			out := stdio.Stderr
+			if req.TTY || out == nil {
+				out = stdio.Stdout
+			}
+			if out != nil {
+				io.WriteString(out, "gvx: "+f.message+"\n")
+			}
+			return f, nil
+		}
+		return nil, sandboxError(err)
 	}
 	return sandboxProcess{p}, nil
 }
 
-// execError maps a failure to start a command to a protocol error.
-func execError(argv0 string, err error) error {
+// startFailure is a command that could not start because it is missing
+// (exit code 127) or not runnable (126), as docker and sh report it.
+type startFailure struct {
+	code    int
+	message string // as docker's, e.g. exec: "x": executable file not found in $PATH
+}
+
+// startFailureOf returns the start failure that err, from starting argv0,
+// is, or false if err is about something else (the sandbox stopping, a bad
+// request).
+func startFailureOf(argv0 string, err error) (startFailure, bool) {
 	var notFound user.ExecutableResolveError
 	switch {
-	case errors.As(err, &notFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOENT), errors.Is(err, linuxerr.ENOENT):
-		return control.Errorf(control.CodeNotFound, "%s: command not found in the sandbox (%v)", argv0, err)
+	case errors.As(err, &notFound):
+		// Looked up in $PATH, where, as for docker, a file that is not
+		// executable does not count.
+		return startFailure{127, fmt.Sprintf("exec: %q: executable file not found in $PATH", argv0)}, true
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOENT), errors.Is(err, linuxerr.ENOENT):
+		return startFailure{127, fmt.Sprintf("exec: %q: no such file or directory", argv0)}, true
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EACCES), errors.Is(err, linuxerr.EACCES):
-		return control.Errorf(control.CodePermission, "%s: permission denied in the sandbox (%v)", argv0, err)
+		return startFailure{126, fmt.Sprintf("exec: %q: permission denied", argv0)}, true
+	case errors.Is(err, syscall.ENOEXEC), errors.Is(err, linuxerr.ENOEXEC):
+		return startFailure{126, fmt.Sprintf("exec: %q: exec format error", argv0)}, true
 	}
-	return sandboxError(err)
+	return startFailure{}, false
 }
+
+// PID implements control.Process.PID: the command never ran.
+func (startFailure) PID() int { return 0 }
+
+// Signal implements control.Process.Signal: there is nothing to signal.
+func (startFailure) Signal(int) error { return nil }
+
+// Wait implements control.Process.Wait.
+func (f startFailure) Wait() (int, int, error) { return f.code, 0, nil }
 
 // sandboxError maps the Sentry's errors about the sandbox's state to
 // protocol errors.

@@ -402,16 +402,11 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 	}
 	if err != nil {
 		// Exit statuses as docker run's: 127 not found, 126 not runnable.
-		err = execError(init.Argv[0], err)
-		switch {
-		case control.IsCode(err, control.CodeNotFound):
-			fmt.Fprintln(os.Stderr, "rungv:", err)
-			return nil, exitError(127)
-		case control.IsCode(err, control.CodePermission):
-			fmt.Fprintln(os.Stderr, "rungv:", err)
-			return nil, exitError(126)
+		if f, ok := startFailureOf(init.Argv[0], err); ok {
+			fmt.Fprintln(os.Stderr, "rungv:", f.message)
+			return nil, exitError(f.code)
 		}
-		return nil, err
+		return nil, sandboxError(err)
 	}
 	return p, nil
 }

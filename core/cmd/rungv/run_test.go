@@ -62,8 +62,14 @@ func TestRunExitCodes(t *testing.T) {
 		}
 	}
 	_, errOut, code := runCLI(t, "", "run", "-q", img, "no-such-command")
-	if code != 127 || !strings.Contains(errOut, "no-such-command: command not found") {
+	if code != 127 || !strings.Contains(errOut, `rungv: exec: "no-such-command": executable file not found in $PATH`) {
 		t.Errorf("missing command: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "", "run", "-q", img, "/no/such/cmd"); code != 127 || !strings.Contains(errOut, `rungv: exec: "/no/such/cmd": no such file or directory`) {
+		t.Errorf("missing path: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "", "run", "-q", img, "/etc/passwd"); code != 126 || !strings.Contains(errOut, `rungv: exec: "/etc/passwd": permission denied`) {
+		t.Errorf("file that is not executable: exit %d, %q", code, errOut)
 	}
 }
 
