@@ -16,7 +16,15 @@ import (
 
 var rungvBinary string
 
+// rungvBinaryEnv hands the binary built by TestMain to a copy of the test
+// binary that a test re-executes (privateMountNS), so it is built once.
+const rungvBinaryEnv = "RUNGV_TEST_BINARY"
+
 func TestMain(m *testing.M) {
+	if p := os.Getenv(rungvBinaryEnv); p != "" {
+		rungvBinary = p
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "rungv-cli-test-")
 	if err != nil {
 		panic(err)
