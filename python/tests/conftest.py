@@ -1,4 +1,5 @@
-"""Shared fixtures: a private image cache, and helpers to look at processes."""
+"""Shared fixtures: a private image cache, helpers to look at processes, and
+the reliability battery's counts and report."""
 
 from __future__ import annotations
 
@@ -76,3 +77,82 @@ def open_fds() -> set[str]:
         except OSError:
             pass
     return out
+
+
+def rss_kib() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def threads() -> int:
+    """This process's threads."""
+    return len(os.listdir("/proc/self/task"))
+
+
+# System calls an idle thread waits in (x86-64 numbers): futex (Go's parked
+# threads, Python's locks), epoll_pwait and epoll_wait (Go's network
+# poller), nanosleep (Go's sysmon).
+IDLE_WAITS = {"202", "281", "232", "35"}
+
+
+def blocked_threads() -> list[str]:
+    """The system calls this process's threads are blocked in, idle waits
+    (IDLE_WAITS) and running threads left out: a thread leaked per sandbox
+    (in wait4, read, waitid, ...) shows here, Go's pool of parked threads
+    does not."""
+    out = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            nr = Path(f"/proc/self/task/{tid}/syscall").read_text().split()[0]
+        except (OSError, IndexError):
+            continue
+        if nr != "running" and nr not in IDLE_WAITS:
+            out.append(nr)
+    return sorted(out)
+
+
+def files_under(root: Path) -> set[str]:
+    """Every path below root (files and directories), relative to it."""
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def live(pid: int) -> bool:
+    """Whether pid is a process that is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below pid (children, their children, ...)."""
+    out, todo = [], [pid]
+    while todo:
+        kids = children_of(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+# `make reliability` sets GVX_RELIABILITY_FULL=1 for the battery's full counts
+# and GVX_RELIABILITY_REPORT to the file that collects every part's figures.
+def reliability_count(cheap: int, full: int) -> int:
+    """cheap in `make test`, full in `make reliability`."""
+    return full if os.environ.get("GVX_RELIABILITY_FULL") == "1" else cheap
+
+
+def report_table(title: str, header: list[str], *rows: list[str]) -> None:
+    """Prints a markdown table of figures and appends it to $GVX_RELIABILITY_REPORT."""
+    lines = [title, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    report = os.environ.get("GVX_RELIABILITY_REPORT")
+    if report:
+        with open(report, "a") as f:
+            f.write(text + "\n")

@@ -15,7 +15,7 @@ import pytest
 
 import gvx
 from gvx import _episodes
-from conftest import BUSY_CHILD, PS, busy_children, open_fds, sandboxes_of
+from conftest import BUSY_CHILD, PS, busy_children, open_fds, rss_kib, sandboxes_of
 
 gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
 
@@ -290,14 +290,6 @@ def test_cancelling_an_asyncio_exec_kills_its_command() -> None:
     assert asyncio.run(main()) == "usable\n"
 
 
-def _rss_kib() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
     """Episodes on clones of a golden volume, as RL training runs them."""
     cycles = int(os.environ.get("GVX_TEST_CYCLES", "1000"))
@@ -313,7 +305,7 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
             env.reset()
             env.step("echo warm")
         time.sleep(0.5)
-        fds, kids, rss = open_fds(), len(sandboxes_of(os.getpid())), _rss_kib()
+        fds, kids, rss = open_fds(), len(sandboxes_of(os.getpid())), rss_kib()
         start = time.perf_counter()
         for i in range(cycles):
             env.reset()
@@ -326,7 +318,7 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
         # new numbers every episode: compare counts, with room for one
         # sandbox that is still starting.
         assert len(open_fds()) <= len(fds) + 8, f"file descriptors leak: {len(fds)} → {len(open_fds())}"
-        grown = _rss_kib() - rss
+        grown = rss_kib() - rss
         assert grown < 64 * 1024, f"RSS grew by {grown} KiB over {cycles} cycles"
         # The live episode's clone and the prepared one's; older ones are gone.
         assert len(list(episodes.iterdir())) <= 2, "episode clones accumulate"

@@ -85,6 +85,19 @@ func reportTable(t *testing.T, title string, header []string, rows ...[]string) 
 	}
 }
 
+// skipReported skips t, saying why in the log and in the report, so that
+// a skipped part is not mistaken for a passed one.
+func skipReported(t *testing.T, reason string) {
+	t.Helper()
+	if path := os.Getenv(reliabilityReportEnv); path != "" {
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			fmt.Fprintf(f, "%s: skipped, %s\n\n", t.Name(), reason)
+			f.Close()
+		}
+	}
+	t.Skip("skipped: " + reason)
+}
+
 // recordWriter is a guest script that writes numbered records to the
 // volume at /data: record i is the file /data/r/i, recordSize(i) bytes
 // of recordContent, and the line "record i" appended to /data/log, each
@@ -414,7 +427,7 @@ func privateMountNS(t *testing.T) bool {
 		return true
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("skipped: filling a host file system needs root, to mount a size-limited tmpfs in a private mount namespace (run as root)")
+		skipReported(t, "filling a host file system needs root, to mount a size-limited tmpfs in a private mount namespace (run as root)")
 	}
 	timeout := 10 * time.Minute
 	if d, ok := t.Deadline(); ok {
@@ -431,7 +444,7 @@ func privateMountNS(t *testing.T) bool {
 	case err != nil:
 		t.Fatalf("the test in a private mount namespace failed: %v", err)
 	case bytes.Contains(out, []byte("--- SKIP")):
-		t.Skip("skipped in the private mount namespace (see above)")
+		skipReported(t, "skipped in the private mount namespace: "+lastLine(string(out[:bytes.Index(out, []byte("--- SKIP"))])))
 	}
 	return false
 }
@@ -444,7 +457,7 @@ func mountTmpfs(t *testing.T, options string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, options); err != nil {
-		t.Skipf("skipped: cannot mount a tmpfs (%v)", err)
+		skipReported(t, fmt.Sprintf("cannot mount a tmpfs: %v", err))
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	return dir
