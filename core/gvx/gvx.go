@@ -232,8 +232,11 @@ type Config struct {
 	// AllowNet, in NetModeNAT, lists the only destinations the guest may
 	// reach, as CIDR[:PORT] ("10.0.0.0/8", "192.0.2.1:443",
 	// "[2001:db8::/32]:443"), named as the guest names them: the gateway
-	// 10.0.2.2 stands for the host's loopback. Empty: everything but
-	// link-local addresses and the host's own addresses. Refused
+	// 10.0.2.2 stands for the host's loopback. Empty: everything.
+	// Link-local addresses (cloud metadata) and the host's own addresses
+	// stay refused either way unless a rule names them: a prefix inside
+	// 169.254.0.0/16 or fe80::/10, or exactly the host's address; a
+	// covering prefix (0.0.0.0/0, the host's subnet) does not. Refused
 	// connections get a RST, refused UDP an ICMP port unreachable.
 	AllowNet []string
 	// HostLoopback, in NetModeNAT, lets the gateway 10.0.2.2 reach the

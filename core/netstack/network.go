@@ -86,11 +86,9 @@ func New(cfg Config) (*Network, error) {
 		n.pubs = append(n.pubs, pub)
 	}
 	if cfg.Mode == ModeNAT {
-		var own []netip.Addr
-		if len(cfg.Allow) == 0 {
-			own = hostAddrs()
-		}
-		n.policy = NewPolicy(cfg.Allow, cfg.HostLoopback, own)
+		// The host's addresses stay refused under an allowlist too,
+		// unless a rule names one exactly (see Policy).
+		n.policy = NewPolicy(cfg.Allow, cfg.HostLoopback, hostAddrs())
 		n.dns = cfg.DNSServers
 		if n.dns == nil {
 			n.dns = hostNameservers()

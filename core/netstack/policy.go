@@ -28,6 +28,29 @@ func (r AllowRule) matches(dst netip.AddrPort) bool {
 	return r.Prefix.Contains(dst.Addr()) && (r.Port == 0 || r.Port == dst.Port())
 }
 
+// Link-local networks; cloud metadata services live at 169.254.169.254.
+var (
+	linkLocal4 = netip.MustParsePrefix("169.254.0.0/16")
+	linkLocal6 = netip.MustParsePrefix("fe80::/10")
+)
+
+// namesLinkLocal reports whether r names link-local addresses on purpose:
+// its prefix lies inside 169.254.0.0/16 or fe80::/10. A prefix that only
+// covers them (0.0.0.0/0, ::/0, 128.0.0.0/1) does not.
+func (r AllowRule) namesLinkLocal() bool {
+	for _, ll := range []netip.Prefix{linkLocal4, linkLocal6} {
+		if r.Prefix.Addr().BitLen() == ll.Addr().BitLen() && r.Prefix.Bits() >= ll.Bits() && ll.Contains(r.Prefix.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// namesExactly reports whether r's prefix is the single address a.
+func (r AllowRule) namesExactly(a netip.Addr) bool {
+	return r.Prefix.Bits() == a.BitLen() && r.Prefix.Addr() == a
+}
+
 // validate rejects rules that could never match, saying what to write.
 func (r AllowRule) validate(hostLoopback bool) error {
 	if !r.Prefix.IsValid() {
@@ -52,12 +75,16 @@ func (r AllowRule) validate(hostLoopback bool) error {
 //  3. Destinations no host socket should be dialed for are refused:
 //     loopback, unspecified (0.0.0.0 reaches the host itself),
 //     multicast, broadcast and the rest of eth0's subnet.
-//  4. With an allowlist, only what it lists; it may name link-local
-//     addresses and the host's own addresses explicitly.
-//  5. Without one, everything else except link-local addresses (cloud
-//     metadata services live at 169.254.169.254) and the addresses the
-//     host's interfaces had when New ran (dialing them reaches host
-//     services as loopback would).
+//  4. Link-local addresses (cloud metadata services live at
+//     169.254.169.254) and the addresses the host's interfaces had when
+//     New ran (dialing them reaches host services as loopback would) are
+//     refused unless an allow rule names them on purpose: a link-local
+//     address by a rule whose prefix lies inside 169.254.0.0/16 or
+//     fe80::/10, a host address by a rule for exactly that address (/32,
+//     /128). A prefix that merely covers them (0.0.0.0/0, the host's own
+//     subnet) does not, so widening the allowlist never opens them.
+//  5. With an allowlist, only what it lists; without one, everything
+//     else.
 type Policy struct {
 	allow        []AllowRule
 	hostLoopback bool
@@ -115,28 +142,33 @@ func (p *Policy) decide(dst netip.AddrPort) (target, error) {
 	case Subnet.Contains(a):
 		return target{}, fmt.Errorf("%s: no such host on %s", dst, Subnet)
 	}
-	if p.allow != nil {
-		if !p.listed(dst) {
-			return target{}, fmt.Errorf("%s is not on the allowlist", dst)
+	if !p.listed(dst) {
+		return target{}, fmt.Errorf("%s is not on the allowlist", dst)
+	}
+	switch {
+	case a.IsLinkLocalUnicast():
+		if !p.listedBy(dst, AllowRule.namesLinkLocal) {
+			return target{}, fmt.Errorf("%s is link-local (cloud metadata services live there): allow it with --allow-net %s, or a prefix inside %s or %s; one that only covers it, such as 0.0.0.0/0, does not", dst, netip.PrefixFrom(a, a.BitLen()), linkLocal4, linkLocal6)
 		}
-		return target{addr: dst}, nil
-	}
-	if a.IsLinkLocalUnicast() {
-		return target{}, fmt.Errorf("%s is link-local; allow it explicitly with --allow-net", dst)
-	}
-	if p.hostAddrs[a] {
-		return target{}, fmt.Errorf("%s is an address of the host; allow it explicitly with --allow-net", dst)
+	case p.hostAddrs[a]:
+		named := func(r AllowRule) bool { return r.namesExactly(a) }
+		if !p.listedBy(dst, named) {
+			return target{}, fmt.Errorf("%s is an address of the host: allow it with --allow-net %s, naming exactly it; a prefix that only covers it, such as 0.0.0.0/0 or the host's subnet, does not", dst, netip.PrefixFrom(a, a.BitLen()))
+		}
 	}
 	return target{addr: dst}, nil
 }
 
 // listed reports whether the allowlist, if there is one, lets dst through.
 func (p *Policy) listed(dst netip.AddrPort) bool {
-	if p.allow == nil {
-		return true
-	}
+	return p.allow == nil || p.listedBy(dst, func(AllowRule) bool { return true })
+}
+
+// listedBy reports whether a rule of the allowlist that satisfies ok
+// matches dst; without an allowlist, none does.
+func (p *Policy) listedBy(dst netip.AddrPort, ok func(AllowRule) bool) bool {
 	for _, r := range p.allow {
-		if r.matches(dst) {
+		if r.matches(dst) && ok(r) {
 			return true
 		}
 	}

@@ -62,6 +62,57 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
+// TestCoveringRulesKeepLinkLocalAndHostClosed: a rule that covers the
+// metadata service or a host address (everything, the host's own subnet)
+// does not open it; only a rule that names it does.
+func TestCoveringRulesKeepLinkLocalAndHostClosed(t *testing.T) {
+	host4 := netip.MustParseAddr("192.0.2.2")
+	host6 := netip.MustParseAddr("2001:db8::2")
+	hosts := []netip.Addr{host4, host6}
+	rules := func(ss ...string) []AllowRule {
+		var out []AllowRule
+		for _, s := range ss {
+			out = append(out, AllowRule{Prefix: netip.MustParsePrefix(s)})
+		}
+		return out
+	}
+	covering := NewPolicy(rules("0.0.0.0/0", "::/0", "192.0.2.0/24", "169.254.0.0/15", "fe80::/9"), false, hosts)
+	naming := NewPolicy(append(rules("169.254.169.254/32", "fe80::/10", "192.0.2.2/32", "2001:db8::2/128"),
+		AllowRule{Prefix: netip.MustParsePrefix("169.254.0.0/16"), Port: 8080}), false, hosts)
+	cases := []struct {
+		p     *Policy
+		dst   string
+		allow bool
+		why   string // in the refusal
+	}{
+		{covering, "169.254.169.254:80", false, "--allow-net 169.254.169.254/32"},
+		{covering, "169.254.1.1:80", false, "link-local"},
+		{covering, "[fe80::1]:80", false, "--allow-net fe80::1/128"},
+		{covering, "192.0.2.2:22", false, "--allow-net 192.0.2.2/32"},
+		{covering, "[2001:db8::2]:22", false, "--allow-net 2001:db8::2/128"},
+		{covering, "192.0.2.3:22", true, ""}, // the host's neighbour on its subnet
+		{covering, "198.51.100.1:443", true, ""},
+		{naming, "169.254.169.254:80", true, ""},
+		{naming, "[fe80::1]:80", true, ""},
+		{naming, "169.254.1.1:8080", true, ""},
+		{naming, "169.254.1.1:80", false, "not on the allowlist"},
+		{naming, "192.0.2.2:22", true, ""},
+		{naming, "[2001:db8::2]:22", true, ""},
+		{naming, "192.0.2.3:22", false, "not on the allowlist"},
+	}
+	for _, c := range cases {
+		_, _, err := c.p.Decide(netip.MustParseAddrPort(c.dst))
+		switch {
+		case c.allow && err != nil:
+			t.Errorf("%s (allow %v): refused: %v", c.dst, c.p.allow, err)
+		case !c.allow && err == nil:
+			t.Errorf("%s (allow %v): let through, want refused", c.dst, c.p.allow)
+		case !c.allow && !strings.Contains(err.Error(), c.why):
+			t.Errorf("%s (allow %v): %v, want it to say %q", c.dst, c.p.allow, err, c.why)
+		}
+	}
+}
+
 func TestAllowRuleValidationSaysWhatToWrite(t *testing.T) {
 	cases := []struct {
 		rule         string
@@ -146,5 +197,32 @@ func TestParseNameservers(t *testing.T) {
 		if got[i].String() != want[i] {
 			t.Fatalf("got %v, want %v", got, want)
 		}
+	}
+}
+
+// TestAllowlistedNetworkKnowsTheHostsAddresses: New gives the policy the
+// host's addresses with an allowlist too, so a covering rule cannot open
+// them. Decide only decides; nothing is dialed.
+func TestAllowlistedNetworkKnowsTheHostsAddresses(t *testing.T) {
+	var own netip.Addr
+	for _, a := range hostAddrs() {
+		if !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+			own = a
+			break
+		}
+	}
+	if !own.IsValid() {
+		t.Skip("the host has no address but loopback and link-local")
+	}
+	n, err := New(Config{Mode: ModeNAT, Allow: []AllowRule{
+		{Prefix: netip.MustParsePrefix("0.0.0.0/0")},
+		{Prefix: netip.MustParsePrefix("::/0")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, _, err := n.policy.Decide(netip.AddrPortFrom(own, 22)); err == nil || !strings.Contains(err.Error(), "address of the host") {
+		t.Fatalf("%s, the host's own address, under --allow-net 0.0.0.0/0 and ::/0: %v, want refused", own, err)
 	}
 }
