@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"golang.org/x/sys/unix"
 )
+
+// MaxUnixPath is the longest unix socket path a socket can bind or dial:
+// sun_path's size less the terminating NUL.
+const MaxUnixPath = len(unix.RawSockaddrUnix{}.Path) - 1
 
 // Mode is the kind of network a sandbox has.
 type Mode string
@@ -162,6 +168,9 @@ func (p Publish) validate() error {
 	if p.HostPath != "" {
 		if p.Protocol != TCP {
 			return fmt.Errorf("netstack: publish %s: a unix socket carries TCP only", p)
+		}
+		if len(p.HostPath) > MaxUnixPath {
+			return fmt.Errorf("netstack: publish %s: the socket path is %d bytes, more than the %d a unix socket's address holds (sun_path); pick a shorter path, e.g. in /tmp", p, len(p.HostPath), MaxUnixPath)
 		}
 		return nil
 	}

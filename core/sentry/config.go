@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -47,7 +48,7 @@ type Config struct {
 
 	// CPUs is the number of CPUs the guest sees (nproc, /proc/cpuinfo,
 	// sched_getaffinity); it does not limit CPU time. 0 means the size of
-	// CPUSet, or the host's count without one.
+	// CPUSet, or the host's count without one; at most MaxCPUs.
 	CPUs int
 
 	// CPUSet lists the host CPUs this process and its platform stubs may
@@ -70,14 +71,15 @@ type Config struct {
 	// Linux OOM killer would, within milliseconds. A single system call
 	// that fills a huge buffer can overshoot until it returns; a hard
 	// ceiling at the next GiB above the limit bounds that (allocations
-	// beyond it fail inside the sandbox). 0 means no limit.
+	// beyond it fail inside the sandbox). 0 means no limit; at most
+	// MaxMemoryLimit.
 	MemoryLimit uint64
 
 	// PidsLimit caps the number of tasks (threads included) in the sandbox.
 	// fork, vfork, clone and clone3 fail with EAGAIN at the limit; the guest
 	// cannot raise it, not even as root. Processes started from the host
 	// (Start, Exec) are not refused, so the host can always get in to clean
-	// up. 0 means no limit.
+	// up. 0 means DefaultPidsLimit; NoPidsLimit (-1) means no limit.
 	PidsLimit int
 
 	// Volumes are ext4 volumes mounted into the guest (see Volume). New
@@ -124,6 +126,93 @@ type Config struct {
 	Debug bool
 }
 
+// Bounds and defaults of Config's resource fields.
+const (
+	// MaxCPUs is the most CPUs a guest may see. glibc's cpu_set_t holds
+	// 1024 CPUs (CPU_SETSIZE), so guest programs that read their affinity
+	// into one fail beyond it, and the Sentry sets up per-CPU state for
+	// every CPU it shows, which costs start-up time and memory that grow
+	// faster than the count (30,000 CPUs took 25 s to run true). The count
+	// is what the guest sees, not CPU time: more than the host has gains
+	// nothing.
+	MaxCPUs = 1024
+
+	// MaxMemoryLimit is the largest MemoryLimit: 1 TiB. The Sentry grows
+	// its memory file to the ceiling above the limit and maps it into its
+	// own address space up front; from tens of TiB on that fails with
+	// ENOMEM, depending on the host. A fixed bound, rather than the host's
+	// RAM, keeps a configuration valid on every host: the limit is a
+	// ceiling, not a reservation.
+	MaxMemoryLimit = 1 << 40
+
+	// DefaultPidsLimit is the PidsLimit of a Config that sets none. Under
+	// systrap every guest address space is a stub process on the host,
+	// with more stub processes for its threads, and systrap keeps them for
+	// reuse until the sandbox ends: without a limit a fork bomb fills the
+	// host's process table (default pid_max: 32768), bounded only by
+	// memory. With one the stubs stay within a small multiple of it.
+	// 2048 is podman's default, which docker run (no limit) and Kubernetes
+	// (none unless the node sets one) do not have; it leaves room for
+	// Docker inside the sandbox, where dockerd, containerd, a shim per
+	// container and a compose project's processes and threads take a few
+	// hundred. Raise it with PidsLimit, or turn it off with NoPidsLimit.
+	DefaultPidsLimit = 2048
+
+	// NoPidsLimit as PidsLimit turns the limit off.
+	NoPidsLimit = -1
+)
+
+// A LimitError is a resource field of Config outside its bounds.
+type LimitError struct {
+	Field   string // the Config field: "CPUs", "CPUSet", "MemoryLimit" or "PidsLimit"
+	Value   string // its value
+	Problem string // what is wrong, naming the bound: "is more than ..."
+	Fix     string // what to give instead
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("sentry: %s %s %s; %s", e.Field, e.Value, e.Problem, e.Fix)
+}
+
+// CheckLimits reports the first resource field of c (CPUs, CPUSet,
+// MemoryLimit, PidsLimit) outside what a sandbox supports, as a
+// *LimitError. New and Restore check it; a caller that builds a Config
+// from user input may call it first, to refuse the input before any work.
+func (c Config) CheckLimits() error {
+	switch {
+	case c.CPUs < 0:
+		return &LimitError{"CPUs", strconv.Itoa(c.CPUs), "is negative", fmt.Sprintf("give 1 to %d, or 0 for the host's count", MaxCPUs)}
+	case c.CPUs > MaxCPUs:
+		return &LimitError{"CPUs", strconv.Itoa(c.CPUs), fmt.Sprintf("is more than the %d CPUs a sandbox may see", MaxCPUs),
+			fmt.Sprintf("give at most %d: the count is what the guest sees, not CPU time", MaxCPUs)}
+	}
+	if len(c.CPUSet) > 0 {
+		var allowed unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+			return fmt.Errorf("sentry: reading this process's CPU affinity: %w", err)
+		}
+		for _, cpu := range c.CPUSet {
+			if cpu < 0 || cpu >= maxHostCPU || !allowed.IsSet(cpu) {
+				return &LimitError{"CPUSet", fmt.Sprint(c.CPUSet), fmt.Sprintf("names CPU %d, which this process may not run on (it may use %s)", cpu, formatCPUSet(&allowed)),
+					"pick CPUs from that list"}
+			}
+		}
+	}
+	switch mem := strconv.FormatUint(c.MemoryLimit, 10); {
+	case c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit:
+		return &LimitError{"MemoryLimit", mem, fmt.Sprintf("is below the minimum of %d MiB", minMemoryLimit>>20),
+			fmt.Sprintf("give at least %d MiB, or 0 for no limit", minMemoryLimit>>20)}
+	case c.MemoryLimit > MaxMemoryLimit:
+		return &LimitError{"MemoryLimit", mem, fmt.Sprintf("is more than the maximum of %d TiB", MaxMemoryLimit>>40),
+			fmt.Sprintf("give at most %d TiB, or 0 for no limit", MaxMemoryLimit>>40)}
+	}
+	if c.PidsLimit < NoPidsLimit {
+		return &LimitError{"PidsLimit", strconv.Itoa(c.PidsLimit), "is negative",
+			fmt.Sprintf("give a count of tasks, or %d for no limit", NoPidsLimit)}
+	}
+	return nil
+}
+
 // ErrBusy is returned by New while another Sandbox is live in the process.
 var ErrBusy = errors.New("sentry: another sandbox is live in this process; a process hosts one sandbox at a time")
 
@@ -148,30 +237,24 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Hostname) > 64 {
 		return c, fmt.Errorf("sentry: hostname %q is longer than 64 bytes", c.Hostname)
 	}
-	if c.CPUs < 0 {
-		return c, fmt.Errorf("sentry: CPUs is %d; use a positive count or 0 for the host's", c.CPUs)
-	}
-	var set unix.CPUSet
-	for _, cpu := range c.CPUSet {
-		if cpu < 0 || cpu >= maxHostCPU {
-			return c, fmt.Errorf("sentry: CPUSet names CPU %d; host CPUs are numbered 0 to %d", cpu, maxHostCPU-1)
-		}
-		set.Set(cpu)
+	if err := c.CheckLimits(); err != nil {
+		return c, err
 	}
 	if c.CPUs == 0 {
-		c.CPUs = runtime.NumCPU()
+		var set unix.CPUSet
+		for _, cpu := range c.CPUSet {
+			set.Set(cpu)
+		}
+		c.CPUs = min(runtime.NumCPU(), MaxCPUs)
 		if n := set.Count(); n > 0 {
 			c.CPUs = n
 		}
 	}
-	if c.PidsLimit < 0 {
-		return c, fmt.Errorf("sentry: PidsLimit is %d; use a positive count or 0 for none", c.PidsLimit)
+	if c.PidsLimit == 0 {
+		c.PidsLimit = DefaultPidsLimit
 	}
 	if err := validateVolumes(c.Volumes); err != nil {
 		return c, err
-	}
-	if c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit {
-		return c, fmt.Errorf("sentry: MemoryLimit %d is below the minimum of %d bytes", c.MemoryLimit, minMemoryLimit)
 	}
 	return c, nil
 }

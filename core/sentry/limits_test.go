@@ -1,8 +1,11 @@
 package sentry
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -60,6 +63,99 @@ func TestForkBomb(t *testing.T) {
 	r := execAndWait(t, s, sh(`kill -9 -1 2>/dev/null; true`))
 	_ = r
 	bomb.Wait()
+}
+
+// hostDescendants counts the host processes below this one: systrap's stub
+// processes (one or more per guest address space) and anything else the
+// test process started.
+func hostDescendants(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := map[int]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+	}
+	self, n := os.Getpid(), 0
+	for pid := range parent {
+		for p, hops := parent[pid], 0; p > 1 && hops < 64; p, hops = parent[p], hops+1 {
+			if p == self {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// TestForkBombStopsAtTheDefaultLimit: with no PidsLimit a fork bomb meets
+// DefaultPidsLimit (its forks fail with EAGAIN), and the host processes it
+// costs (stubs, which systrap keeps for reuse) stay within a small
+// multiple of it instead of filling the host's process table.
+func TestForkBombStopsAtTheDefaultLimit(t *testing.T) {
+	s := newSandbox(t, Config{})
+	if st, err := s.Stats(); err != nil || st.PidsLimit != DefaultPidsLimit {
+		t.Fatalf("Stats of a Config without PidsLimit: %+v %v, want PidsLimit %d", st, err, DefaultPidsLimit)
+	}
+	startIdle(t, s)
+	// Three host processes per guest task is well above what the stubs
+	// take; without the limit the bomb passes it within seconds.
+	bound := hostDescendants(t) + 3*DefaultPidsLimit
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stderr syncBuffer
+	bomb, err := s.Exec(ctx, ProcessSpec{Argv: []string{"/bin/sh", "-c", `b() { b | b & }; b; sleep 1000`}, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		execAndWait(t, s, sh(`kill -9 -1 2>/dev/null; true`))
+		bomb.Wait()
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(stderr.String(), "can't fork: Resource temporarily unavailable") {
+		if n := hostDescendants(t); n > bound {
+			t.Fatalf("the fork bomb made %d host processes (bound %d) and met no limit; guest tasks: %d", n, bound, s.k.TaskSet().Root.NumTasks())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fork failed with EAGAIN within a minute; guest tasks: %d", s.k.TaskSet().Root.NumTasks())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.k.TaskSet().Root.NumTasks(); n > DefaultPidsLimit {
+		t.Errorf("%d guest tasks, above the default limit of %d", n, DefaultPidsLimit)
+	}
+	// Stubs still being made for forks admitted just before the limit
+	// settle within a moment; none may pass the bound.
+	peak := 0
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		peak = max(peak, hostDescendants(t))
+	}
+	if peak > bound {
+		t.Fatalf("%d host processes at the limit, above the bound of %d", peak, bound)
+	}
+	t.Logf("fork bomb at the default limit: %d guest tasks, %d host processes", s.k.TaskSet().Root.NumTasks(), peak)
+}
+
+func TestNoPidsLimit(t *testing.T) {
+	s := newSandbox(t, Config{PidsLimit: NoPidsLimit})
+	if st, err := s.Stats(); err != nil || st.PidsLimit != 0 {
+		t.Fatalf("Stats with NoPidsLimit: %+v %v, want PidsLimit 0 (none)", st, err)
+	}
 }
 
 func TestMemoryLimitKillsHog(t *testing.T) {

@@ -75,7 +75,9 @@ func TestConfigErrors(t *testing.T) {
 		{},
 		{Image: img, Platform: "vmware"},
 		{Image: img, CPUs: -1},
-		{Image: img, PidsLimit: -1},
+		{Image: img, PidsLimit: -2},
+		{Image: img, CPUs: MaxCPUs + 1},
+		{Image: img, MemoryLimit: MaxMemoryLimit + 1},
 		{Image: img, MemoryLimit: 1 << 20},
 		{Image: img, Hostname: string(make([]byte, 65))},
 	} {

@@ -9,7 +9,8 @@ type Stats struct {
 	MemoryLimit uint64
 	// OOMKills counts processes killed for exceeding MemoryLimit.
 	OOMKills int64
-	// Tasks is the number of guest tasks (threads); PidsLimit caps it.
+	// Tasks is the number of guest tasks (threads); PidsLimit caps it
+	// (0: no limit).
 	Tasks     int
 	PidsLimit int
 }
@@ -21,7 +22,7 @@ func (s *Sandbox) Stats() (Stats, error) {
 	if s.state == stateClosed {
 		return Stats{}, ErrClosed
 	}
-	st := Stats{MemoryLimit: s.cfg.MemoryLimit, PidsLimit: s.cfg.PidsLimit, Tasks: s.k.TaskSet().Root.NumTasks()}
+	st := Stats{MemoryLimit: s.cfg.MemoryLimit, PidsLimit: max(s.cfg.PidsLimit, 0), Tasks: s.k.TaskSet().Root.NumTasks()}
 	if s.oom != nil {
 		st.OOMKills = s.oom.kills.Load()
 	}

@@ -25,6 +25,7 @@ import (
 	"z.gfire.dev/gvx/core/internal/exetrim"
 	"z.gfire.dev/gvx/core/internal/hostfile"
 	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/sentry"
 	"z.gfire.dev/gvx/core/store"
 )
@@ -119,7 +120,7 @@ signal N killed it).`,
 	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit of the whole sandbox, e.g. 512m, 2g (the guest's OOM killer acts inside)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "number of CPUs the sandbox sees (default: as many as --cpuset-cpus names, else the host's)")
 	fl.StringVar(&f.cpusetCPUs, "cpuset-cpus", "", "host CPUs the sandbox runs on, e.g. 0-3,6 (pinning one sandbox to one CPU shortens its system calls and execs)")
-	fl.IntVar(&f.pidsLimit, "pids-limit", 0, "maximum number of tasks in the sandbox")
+	fl.IntVar(&f.pidsLimit, "pids-limit", sentry.DefaultPidsLimit, "maximum number of tasks (threads included) in the sandbox; fork fails with EAGAIN beyond it (0 or -1: no limit)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the sandbox after this long (wall clock)")
 	fl.DurationVar(&f.stopTimeout, "stop-timeout", 10*time.Second, "how long to wait after SIGTERM before killing")
 	fl.StringVar(&f.platform, "platform", "auto", "syscall interception: systrap, kvm, ptrace or auto (systrap)")
@@ -451,19 +452,36 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	default:
 		return cfg, fmt.Errorf("--platform %q: use systrap, kvm, ptrace or auto", f.platform)
 	}
+	switch {
+	case f.timeout < 0:
+		return cfg, fmt.Errorf("--timeout %v is negative; give a duration such as 30s, or 0 for none", f.timeout)
+	case f.stopTimeout < 0:
+		return cfg, fmt.Errorf("--stop-timeout %v is negative; give a duration such as 10s, or 0 to kill at once after SIGTERM", f.stopTimeout)
+	case f.idleTrim < 0:
+		return cfg, fmt.Errorf("--idle-trim %v is negative; give a duration such as 30s, or 0 to never trim", f.idleTrim)
+	}
 	mem, err := parseBytes(f.memory)
-	if err != nil {
+	switch {
+	case errors.Is(err, errSizeTooLarge):
+		mem = math.MaxUint64 // CheckLimits names the bound
+	case err != nil:
 		return cfg, fmt.Errorf("--memory: %w", err)
 	}
-	if f.cpus < 0 || f.pidsLimit < 0 || f.timeout < 0 {
-		return cfg, errors.New("--cpus, --pids-limit and --timeout must not be negative")
-	}
 	cfg.MemoryLimit = mem
-	cfg.CPUs = int(math.Ceil(f.cpus))
+	if cfg.CPUs, err = cpuCount(f.cpus); err != nil {
+		return cfg, err
+	}
 	if cfg.CPUSet, err = parseCPUList(f.cpusetCPUs); err != nil {
 		return cfg, fmt.Errorf("--cpuset-cpus: %w", err)
 	}
 	cfg.PidsLimit = f.pidsLimit
+	if f.pidsLimit == 0 {
+		// docker run passes 0 for "no limit" as well as -1.
+		cfg.PidsLimit = sentry.NoPidsLimit
+	}
+	if err := cfg.CheckLimits(); err != nil {
+		return cfg, f.limitError(err)
+	}
 	cfg.Hostname = f.hostname
 	cfg.NoSpinning = !f.spin
 	cfg.NetRaw = f.netRaw
@@ -476,6 +494,42 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// cpuCount turns --cpus into the count of CPUs the guest sees, rounded
+// up (docker's --cpus 1.5 is a share of CPU time; a guest sees whole
+// CPUs).
+func cpuCount(v float64) (int, error) {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, fmt.Errorf("--cpus %v is not a number of CPUs; give one such as 2 or 0.5, at most %d", v, sentry.MaxCPUs)
+	case v < 0:
+		return -1, nil // CheckLimits says what to give
+	case v > sentry.MaxCPUs:
+		return sentry.MaxCPUs + 1, nil // likewise, without overflowing an int
+	}
+	return int(math.Ceil(v)), nil
+}
+
+// limitError restates a *sentry.LimitError in terms of the flag that set
+// the field, with the value as given.
+func (f *runFlags) limitError(err error) error {
+	var le *sentry.LimitError
+	if !errors.As(err, &le) {
+		return err
+	}
+	flag, value := le.Field, le.Value
+	switch le.Field {
+	case "CPUs":
+		flag, value = "--cpus", strconv.FormatFloat(f.cpus, 'g', -1, 64)
+	case "CPUSet":
+		flag, value = "--cpuset-cpus", f.cpusetCPUs
+	case "MemoryLimit":
+		flag, value = "--memory", f.memory
+	case "PidsLimit":
+		flag, value = "--pids-limit", strconv.Itoa(f.pidsLimit)
+	}
+	return fmt.Errorf("%s %s %s; %s", flag, value, le.Problem, le.Fix)
 }
 
 func getOrPull(ctx context.Context, s *store.Store, ref string, quiet bool) (*store.Image, error) {
@@ -559,6 +613,9 @@ func openControl(spec string) (*controlEndpoint, error) {
 		path := strings.TrimPrefix(spec, "unix:")
 		if path == "" {
 			return nil, errors.New("--control unix:PATH needs a path")
+		}
+		if len(path) > netstack.MaxUnixPath {
+			return nil, fmt.Errorf("--control %s: the path is %d bytes, more than the %d a unix socket's address holds (sun_path); pick a shorter path, e.g. in /tmp", spec, len(path), netstack.MaxUnixPath)
 		}
 		if _, err := os.Lstat(path); err == nil {
 			return nil, fmt.Errorf("--control %s: the path exists; remove it or pick another (is another sandbox using it?)", spec)

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -228,6 +230,9 @@ func parseColonFile(b []byte, n int) [][]string {
 	return out
 }
 
+// errSizeTooLarge is parseBytes' error for a size of 2^64 bytes or more.
+var errSizeTooLarge = errors.New("is 16 EiB or more, past any size")
+
 // parseBytes parses docker-style sizes: 512m, 2g, 1048576, 64k (binary
 // units).
 func parseBytes(s string) (uint64, error) {
@@ -253,8 +258,11 @@ func parseBytes(s string) (uint64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 {
+	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("%q is not a size; write a number with an optional unit: 512m, 2g", s)
+	}
+	if v*float64(mult) >= 1<<64 {
+		return 0, fmt.Errorf("%q %w; write a size such as 512m or 2g", s, errSizeTooLarge)
 	}
 	return uint64(v * float64(mult)), nil
 }
