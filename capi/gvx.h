@@ -97,7 +97,8 @@ void gvx_free(void *p);
  *                              names, else the host's)
  *   "cpuset": [integer]        host CPUs the sandbox runs on (docker's --cpuset-cpus);
  *                              one CPU per sandbox shortens its system calls and execs
- *   "pids_limit": integer
+ *   "pids_limit": integer      tasks (threads included) in the sandbox; 0 or
+ *                              absent: 2048, -1: no limit
  *   "timeout": number          seconds until the sandbox is stopped
  *   "rungv", "cache": string   the rungv binary and the image cache directory
  *   "insecure": bool           plain-HTTP registries

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"syscall"
 	"time"
@@ -65,8 +66,8 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 	if c.Image == "" {
 		return gvx.Config{}, invalid(`config: "image" is required (an image reference such as oci:DIR:latest)`)
 	}
-	if c.CPUs < 0 || c.PidsLimit < 0 || c.Timeout < 0 {
-		return gvx.Config{}, invalid(`config: "cpus", "pids_limit" and "timeout" must not be negative`)
+	if c.CPUs < 0 || c.PidsLimit < -1 || c.Timeout < 0 {
+		return gvx.Config{}, invalid(`config: "cpus", "pids_limit" and "timeout" must not be negative ("pids_limit" -1 means no limit)`)
 	}
 	for _, cpu := range c.CPUSet {
 		if cpu < 0 {
@@ -83,9 +84,11 @@ func (c *sandboxConfig) toGo() (gvx.Config, error) {
 		KeepAlive:  c.KeepAlive,
 		Resources: gvx.Resources{
 			MemoryBytes: c.Memory,
-			CPUMillis:   int(c.CPUs * 1000),
-			CPUSet:      c.CPUSet,
-			PidsLimit:   c.PidsLimit,
+			// Clamped so that the conversion cannot overflow; rungv
+			// refuses counts past its maximum, naming it.
+			CPUMillis: int(math.Min(c.CPUs, 1<<20) * 1000),
+			CPUSet:    c.CPUSet,
+			PidsLimit: c.PidsLimit,
 		},
 		Timeout:  time.Duration(c.Timeout * float64(time.Second)),
 		Rungv:    c.Rungv,

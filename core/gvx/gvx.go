@@ -188,7 +188,9 @@ type Resources struct {
 	// shortens guest system calls and execs and keeps sandboxes out of
 	// each other's caches. Empty: every CPU the caller may use.
 	CPUSet []int
-	// PidsLimit caps the tasks in the sandbox. 0: no limit.
+	// PidsLimit caps the tasks (threads included) in the sandbox; fork
+	// fails with EAGAIN beyond it. 0: sentry.DefaultPidsLimit (2048);
+	// -1: no limit.
 	PidsLimit int
 }
 
@@ -365,11 +367,11 @@ func (c *Config) args(controlFD int) ([]string, error) {
 		}
 		a = append(a, "--cpuset-cpus", strings.Join(list, ","))
 	}
-	if r := c.Resources; r.PidsLimit > 0 {
+	if r := c.Resources; r.PidsLimit != 0 {
 		a = append(a, "--pids-limit", strconv.Itoa(r.PidsLimit))
 	}
-	if c.Resources.CPUMillis < 0 || c.Resources.PidsLimit < 0 || c.Timeout < 0 {
-		return nil, errors.New("gvx: Resources and Timeout must not be negative")
+	if c.Resources.CPUMillis < 0 || c.Resources.PidsLimit < -1 || c.Timeout < 0 {
+		return nil, errors.New("gvx: Resources and Timeout must not be negative (Resources.PidsLimit -1 means no limit)")
 	}
 	if c.Timeout > 0 {
 		a = append(a, "--timeout", c.Timeout.String())

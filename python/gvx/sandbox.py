@@ -274,6 +274,12 @@ class Sandbox:
     (the default) spins while this process runs no more than twice as many
     sandboxes as it has CPUs; ``info.spinning`` says what a sandbox does.
 
+    ``pids_limit`` caps the tasks (threads included) in the sandbox; past it the
+    guest's ``fork`` fails with ``EAGAIN``. ``None`` (the default) is 2048, enough
+    for Docker and a compose project inside while a fork bomb stays bounded (each
+    guest process is a process on the host); ``0`` or ``-1`` means no limit, as
+    with ``docker run --pids-limit``.
+
     ``restore`` continues a snapshot written by :meth:`checkpoint` instead of
     starting afresh: give the same image, network options and mounts (clones of
     the saved volumes) as the sandbox had. Only the gvx build that wrote a
@@ -342,7 +348,10 @@ class Sandbox:
         if cpuset is not None:
             config["cpuset"] = _as_cpu_list(cpuset)
         if pids_limit is not None:
-            config["pids_limit"] = int(pids_limit)
+            if int(pids_limit) < -1:
+                raise errors.InvalidArgumentError(f"pids_limit={pids_limit}: give a count of tasks, or 0 or -1 for no limit")
+            # 0 is no limit too, as docker run takes it; the config's 0 is the default.
+            config["pids_limit"] = int(pids_limit) if int(pids_limit) > 0 else -1
         if timeout is not None:
             config["timeout"] = float(timeout)
         if cache is not None:
