@@ -100,7 +100,7 @@ func TestRunCPUSet(t *testing.T) {
 
 	if notAllowed >= 0 {
 		_, errOut, code := runCLI(t, "", "run", "-q", "--cpuset-cpus", strconv.Itoa(notAllowed), img, "true")
-		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("CPU %d is not one this process may run on", notAllowed)) {
+		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("--cpuset-cpus %d names CPU %d, which this process may not run on", notAllowed, notAllowed)) {
 			t.Errorf("--cpuset-cpus %d (not allowed): exit %d, %q", notAllowed, code, errOut)
 		}
 	}
