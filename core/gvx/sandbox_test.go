@@ -565,7 +565,7 @@ func TestLateStartErrorsSayWhy(t *testing.T) {
 	cfg.Resources.CPUSet = []int{notAllowed}
 	for range 10 {
 		_, err := New(context.Background(), cfg)
-		if err == nil || !strings.Contains(err.Error(), "is not one this process may run on") || strings.Contains(err.Error(), "SIGKILL") {
+		if err == nil || !strings.Contains(err.Error(), "which this process may not run on") || strings.Contains(err.Error(), "SIGKILL") {
 			t.Fatalf("CPUSet naming CPU %d: %v", notAllowed, err)
 		}
 	}
