@@ -419,7 +419,7 @@ def test_cpuset_pins_the_sandbox() -> None:
             assert os.sched_getaffinity(pid) == {cpu}, f"process {pid} of the sandbox is not pinned"
     with pytest.raises(gvx.InvalidArgumentError, match="CPU numbers"):
         gvx.Sandbox(cpuset="0-1")  # type: ignore[arg-type]
-    with pytest.raises(gvx.SandboxStartError, match="not one this process may run on"):
+    with pytest.raises(gvx.SandboxStartError, match="which this process may not run on"):
         gvx.Sandbox(cpuset=[max(allowed) + 1])
 
 
@@ -589,3 +589,13 @@ def test_a_sandbox_cannot_be_pickled(sb: gvx.Sandbox) -> None:
     the error says what to do instead."""
     with pytest.raises(TypeError, match="Create sandboxes in the process that uses them"):
         pickle.dumps(sb)
+
+
+def test_pids_limit_defaults_and_turns_off() -> None:
+    with gvx.Sandbox() as sb:
+        assert sb.stats().pids_limit == 2048
+    for off in (0, -1):
+        with gvx.Sandbox(pids_limit=off) as sb:
+            assert sb.stats().pids_limit == 0, f"pids_limit={off} must mean no limit"
+    with pytest.raises(gvx.InvalidArgumentError, match="pids_limit=-2"):
+        gvx.Sandbox(pids_limit=-2)
