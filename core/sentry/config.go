@@ -132,7 +132,7 @@ const (
 	// 1024 CPUs (CPU_SETSIZE), so guest programs that read their affinity
 	// into one fail beyond it, and the Sentry sets up per-CPU state for
 	// every CPU it shows, which costs start-up time and memory that grow
-	// faster than the count (30,000 CPUs took 25 s to run true). The count
+	// faster than the count. The count
 	// is what the guest sees, not CPU time: more than the host has gains
 	// nothing.
 	MaxCPUs = 1024
