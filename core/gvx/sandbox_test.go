@@ -17,8 +17,6 @@ import (
 	"testing/iotest"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
@@ -550,23 +548,20 @@ func TestStartErrorsSayWhy(t *testing.T) {
 }
 
 // TestLateStartErrorsSayWhy checks a start that fails after rungv took over
-// the control connection: the error carries rungv's own words, every time,
-// not a report that it was killed.
+// the control connection, in the Sentry's boot (a volume that is not an ext4
+// image): the error carries rungv's own words, every time, not a report
+// that it was killed.
 func TestLateStartErrorsSayWhy(t *testing.T) {
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+	damaged := filepath.Join(t.TempDir(), "damaged.ext4")
+	if err := os.WriteFile(damaged, bytes.Repeat([]byte("not an ext4 image "), 1<<16), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	notAllowed := 0
-	for allowed.IsSet(notAllowed) {
-		notAllowed++
-	}
 	cfg := config()
-	cfg.Resources.CPUSet = []int{notAllowed}
+	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: damaged, GuestPath: "/data"}}
 	for range 10 {
 		_, err := New(context.Background(), cfg)
-		if err == nil || !strings.Contains(err.Error(), "which this process may not run on") || strings.Contains(err.Error(), "SIGKILL") {
-			t.Fatalf("CPUSet naming CPU %d: %v", notAllowed, err)
+		if err == nil || !strings.Contains(err.Error(), "superblock") || strings.Contains(err.Error(), "SIGKILL") {
+			t.Fatalf("a damaged volume: %v", err)
 		}
 	}
 }
