@@ -90,7 +90,7 @@ func TestStartFailureToFilesIsPrompt(t *testing.T) {
 		code int
 		want string
 	}{
-		{"missing command", []string{img, "no-such-command"}, 127, "command not found"},
+		{"missing command", []string{img, "no-such-command"}, 127, "executable file not found"},
 		{"bad volume", []string{"--mount", "type=volume,src=" + notExt4 + ",dst=/data", img, "true"}, 1, "rungv volume check"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
