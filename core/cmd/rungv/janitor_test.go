@@ -118,14 +118,7 @@ func checkJanitor(t *testing.T, img, dir string, wantCaps uint64) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("rungv after SIGTERM: %v (%s)", err, stderr.String())
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Lstat(sock); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the control socket is still there 10 s after rungv exited")
-		}
-	}
+	waitRemoved(t, sock, "the control socket")
 	// Its work done, it exits (a zombie until its new parent reaps it).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", janitor))

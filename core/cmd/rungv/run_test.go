@@ -301,16 +301,23 @@ func TestRunControlSocket(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("rungv after SIGTERM: %v (%s)", err, stderr.String())
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Lstat(sock); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the control socket outlived rungv")
-		}
-	}
+	waitRemoved(t, sock, "the control socket")
 	_, errOut, code := runCLI(t, "", "run", "--keep-alive", img)
 	if code == 0 || !strings.Contains(errOut, "--control") {
 		t.Errorf("--keep-alive without --control: exit %d, %q", code, errOut)
+	}
+}
+
+// waitRemoved waits, with a deadline, for the janitor to remove path once
+// rungv has exited.
+func waitRemoved(t *testing.T, path, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Lstat(path); os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still there 10 s after rungv exited", what)
+		}
 	}
 }
