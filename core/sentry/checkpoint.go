@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -44,6 +45,16 @@ import (
 //	length       uint32, big-endian
 //	metadata     JSON (snapshotMeta), length bytes
 //	kernel       kernel.Kernel.SaveTo's stream
+//	"GVXSUM32"   8 bytes
+//	checksum     uint32, big-endian: CRC-32C of everything before "GVXSUM32"
+//
+// gVisor's decoder trusts its input: a snapshot damaged on disk or cut
+// short may fail deep inside it with a message about its own types, or,
+// worse, decode and run a guest whose memory is not what was saved. So
+// Restore checks the checksum before it decodes anything. CRC-32C finds
+// accidental damage at a small fraction of a restore's time; it is no
+// protection against someone who can write the file, who could fix the
+// checksum up, so a snapshot is as trusted as the file it is in.
 
 // snapshotMagic opens every snapshot.
 const snapshotMagic = "GVXSNAP\n"
@@ -51,7 +62,17 @@ const snapshotMagic = "GVXSNAP\n"
 // snapshotVersion changes with the header's format. gVisor's encoding
 // after it is tied to the exact build (see executableBuildID), which the
 // metadata records.
-const snapshotVersion = 1
+const snapshotVersion = 2
+
+// snapshotSumMagic opens the trailer that carries the snapshot's checksum.
+const snapshotSumMagic = "GVXSUM32"
+
+// snapshotTrailerLength is the trailer's length: its magic and the CRC.
+const snapshotTrailerLength = len(snapshotSumMagic) + 4
+
+// castagnoli is CRC-32C's table, which Go computes with the CPU's crc32
+// instruction.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // maxSnapshotMeta bounds the metadata read before it is trusted.
 const maxSnapshotMeta = 1 << 20
@@ -113,6 +134,9 @@ var (
 	// ErrSnapshotBuild is returned by Restore for a snapshot that another
 	// build of gvx wrote.
 	ErrSnapshotBuild = errors.New("sentry: the snapshot was written by another build of gvx")
+	// ErrSnapshotDamaged is returned by Restore for a snapshot whose bytes
+	// are not the ones Checkpoint wrote: damaged, or cut short.
+	ErrSnapshotDamaged = errors.New("sentry: the snapshot is damaged or incomplete")
 )
 
 // initStdioContainer names init's standard streams in a snapshot: Restore
@@ -185,7 +209,8 @@ func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
 	if len(s.volumes) > 0 && !opts.Stop {
 		return refuse("a sandbox with volumes is checkpointed with Stop, so their images keep the snapshot's state; the guest cannot run on")
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	sum := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 1<<20)
 	meta := snapshotMeta{Version: snapshotVersion, Build: processBuildID, Image: s.image, NFTables: s.cfg.NFTables, InitStreams: s.init.stdio.imported, Annotations: opts.Annotations}
 	if err := writeSnapshotHeader(bw, meta); err != nil {
 		return err
@@ -209,6 +234,10 @@ func (s *Sandbox) checkpoint(w io.Writer, opts CheckpointOptions) error {
 		return saveError(err)
 	}
 	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("sentry: writing the snapshot: %w", err)
+	}
+	trailer := binary.BigEndian.AppendUint32([]byte(snapshotSumMagic), sum.Sum32())
+	if _, err := w.Write(trailer); err != nil {
 		return fmt.Errorf("sentry: writing the snapshot: %w", err)
 	}
 	return nil
@@ -290,6 +319,48 @@ func readSnapshotHeader(r io.Reader) (snapshotMeta, error) {
 	return meta, nil
 }
 
+// openSnapshot reads the header of the snapshot of size bytes in r and
+// returns a reader of the kernel's stream after it, which ends before the
+// trailer.
+func openSnapshot(r io.ReadSeeker, size int64) (*bufio.Reader, snapshotMeta, error) {
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, snapshotMeta{}, fmt.Errorf("sentry: reading the snapshot: %w", err)
+	}
+	br := bufio.NewReaderSize(io.LimitReader(r, max(size-int64(snapshotTrailerLength), 0)), 1<<20)
+	meta, err := readSnapshotHeader(br)
+	return br, meta, err
+}
+
+// checkSnapshotSum checks the checksum in the trailer of the snapshot of
+// size bytes in r against its content.
+func checkSnapshotSum(r io.ReadSeeker, size int64) error {
+	body := size - int64(snapshotTrailerLength)
+	if body < 0 {
+		return fmt.Errorf("%w: it has no checksum at its end, so it was cut short (a full disk, an interrupted copy?): take it again", ErrSnapshotDamaged)
+	}
+	var trailer [snapshotTrailerLength]byte
+	if _, err := r.Seek(body, io.SeekStart); err != nil {
+		return fmt.Errorf("sentry: reading the snapshot: %w", err)
+	}
+	if _, err := io.ReadFull(r, trailer[:]); err != nil {
+		return fmt.Errorf("sentry: reading the snapshot: %w", err)
+	}
+	if string(trailer[:len(snapshotSumMagic)]) != snapshotSumMagic {
+		return fmt.Errorf("%w: it has no checksum at its end, so it was cut short (a full disk, an interrupted copy?): take it again", ErrSnapshotDamaged)
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("sentry: reading the snapshot: %w", err)
+	}
+	sum := crc32.New(castagnoli)
+	if _, err := io.CopyBuffer(sum, io.LimitReader(r, body), make([]byte, 1<<20)); err != nil {
+		return fmt.Errorf("sentry: reading the snapshot: %w", err)
+	}
+	if want, got := binary.BigEndian.Uint32(trailer[len(snapshotSumMagic):]), sum.Sum32(); got != want {
+		return fmt.Errorf("%w: its content does not match its checksum (CRC-32C %08x, want %08x), so it was changed after it was written: take it again", ErrSnapshotDamaged, got, want)
+	}
+	return nil
+}
+
 // RestoreStdio is the restored init's standard streams: pipes, sockets or
 // terminals (the snapshot's init holds a stream, not a file with an
 // offset). A nil stream is /dev/null.
@@ -299,7 +370,7 @@ type RestoreStdio struct {
 
 // Restore creates a running sandbox from the snapshot in r, taken by
 // Checkpoint on the same root image (cfg.Image) with the same build of
-// gvx. The guest continues where it was saved; its init's standard
+// gvx. r is read twice: once whole for its checksum, then to decode it. The guest continues where it was saved; its init's standard
 // streams become streams'. Processes that were exec'd are not in a
 // snapshot (Checkpoint refuses them).
 //
@@ -308,13 +379,16 @@ type RestoreStdio struct {
 // (the root network stack's interfaces are re-created, as at boot), the
 // lockdown and the log. What belongs to the kernel (hostname, CPUs,
 // NetRaw, AllowSUID, mounts, nftables) is the snapshot's.
-func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
+func Restore(cfg Config, r io.ReadSeeker, streams RestoreStdio) (*Sandbox, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(r, 1<<20)
-	meta, err := readSnapshotHeader(br)
+	size, err := r.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, fmt.Errorf("sentry: reading the snapshot: %w", err)
+	}
+	br, meta, err := openSnapshot(r, size)
 	if err != nil {
 		return nil, err
 	}
@@ -333,6 +407,12 @@ func Restore(cfg Config, r io.Reader, streams RestoreStdio) (*Sandbox, error) {
 	}
 	if fp != meta.Image {
 		return nil, ErrSnapshotImage
+	}
+	if err := checkSnapshotSum(r, size); err != nil {
+		return nil, err
+	}
+	if br, _, err = openSnapshot(r, size); err != nil {
+		return nil, err
 	}
 	cfg.NFTables = meta.NFTables
 	s, cu, err := claim(cfg)
