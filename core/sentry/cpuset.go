@@ -27,17 +27,12 @@ const maxHostCPU = len(unix.CPUSet{}) * 64
 // sandboxes pinned to different CPUs also stop competing for each
 // other's caches.
 //
-// Preconditions: cpus passed Config.withDefaults; the platform has not
-// started (no stub process exists).
+// Preconditions: cpus passed Config.CheckLimits (each is a CPU this
+// process may run on); the platform has not started (no stub process
+// exists).
 func pinToCPUs(cpus []int) error {
-	var allowed, want unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return fmt.Errorf("sentry: reading this process's CPU affinity: %w", err)
-	}
+	var want unix.CPUSet
 	for _, c := range cpus {
-		if !allowed.IsSet(c) {
-			return fmt.Errorf("sentry: CPU %d is not one this process may run on (it may use %s); pick CPUs from that list", c, formatCPUSet(&allowed))
-		}
 		want.Set(c)
 	}
 	if err := setAffinityAllThreads(&want); err != nil {
