@@ -184,11 +184,7 @@ func tarHostFile(tw *sparsetar.Writer, hdr *tar.Header, p string, st *syscall.St
 			return err
 		}
 	}
-	if len(data) == 1 && data[0] == (sparsetar.Segment{Off: 0, Len: hdr.Size}) {
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-	} else if err := tw.WriteSparseHeader(hdr, data); err != nil {
+	if err := tw.WriteFileHeader(hdr, data); err != nil {
 		return err
 	}
 	for _, s := range data {

@@ -588,8 +588,7 @@ func (a *archiver) file(name string, hdr *tar.Header, blocks int64) error {
 	}
 	defer vfd.DecRef(a.kctx)
 	f := fdFile{a.kctx, vfd, name}
-	whole := sparsetar.Segment{Off: 0, Len: hdr.Size}
-	data := []sparsetar.Segment{whole}
+	data := []sparsetar.Segment{{Off: 0, Len: hdr.Size}}
 	if hdr.Size >= scanFrom || blocks*512 < hdr.Size {
 		if data, err = sparsetar.Scan(f, hdr.Size, a.buf); errors.Is(err, io.EOF) {
 			return shrank(name)
@@ -597,15 +596,10 @@ func (a *archiver) file(name string, hdr *tar.Header, blocks int64) error {
 			return err
 		}
 	}
-	if len(data) == 1 && data[0] == whole {
-		err = a.write(hdr)
-	} else {
-		err = a.tw.WriteSparseHeader(hdr, data)
-		a.stats.Entries++
-	}
-	if err != nil {
+	if err := a.tw.WriteFileHeader(hdr, data); err != nil {
 		return fmt.Errorf("writing the tar entry %s: %w", hdr.Name, err)
 	}
+	a.stats.Entries++
 	for _, s := range data {
 		if err := a.content(f, s); err != nil {
 			return err

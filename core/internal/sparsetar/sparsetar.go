@@ -83,6 +83,16 @@ func (sw *Writer) endSparse() error {
 	return err
 }
 
+// WriteFileHeader starts the regular file hdr whose data is data: an
+// ordinary entry if data is the whole file, else a sparse one
+// (WriteSparseHeader).
+func (sw *Writer) WriteFileHeader(hdr *tar.Header, data []Segment) error {
+	if len(data) == 1 && data[0] == (Segment{Off: 0, Len: hdr.Size}) {
+		return sw.WriteHeader(hdr)
+	}
+	return sw.WriteSparseHeader(hdr, data)
+}
+
 // WriteSparseHeader starts the regular file hdr (Size its length) whose
 // data is data, in order, the rest holes; Write then takes the segments'
 // bytes. Name, Mode, Uid, Gid, Uname, Gname and ModTime are kept.
