@@ -334,9 +334,10 @@ func openSnapshot(r io.ReadSeeker, size int64) (*bufio.Reader, snapshotMeta, err
 // checkSnapshotSum checks the checksum in the trailer of the snapshot of
 // size bytes in r against its content.
 func checkSnapshotSum(r io.ReadSeeker, size int64) error {
+	cutShort := fmt.Errorf("%w: it has no checksum at its end, so it was cut short (a full disk, an interrupted copy?): take it again", ErrSnapshotDamaged)
 	body := size - int64(snapshotTrailerLength)
 	if body < 0 {
-		return fmt.Errorf("%w: it has no checksum at its end, so it was cut short (a full disk, an interrupted copy?): take it again", ErrSnapshotDamaged)
+		return cutShort
 	}
 	var trailer [snapshotTrailerLength]byte
 	if _, err := r.Seek(body, io.SeekStart); err != nil {
@@ -346,7 +347,7 @@ func checkSnapshotSum(r io.ReadSeeker, size int64) error {
 		return fmt.Errorf("sentry: reading the snapshot: %w", err)
 	}
 	if string(trailer[:len(snapshotSumMagic)]) != snapshotSumMagic {
-		return fmt.Errorf("%w: it has no checksum at its end, so it was cut short (a full disk, an interrupted copy?): take it again", ErrSnapshotDamaged)
+		return cutShort
 	}
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("sentry: reading the snapshot: %w", err)
