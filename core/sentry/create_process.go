@@ -74,8 +74,6 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 		args.File = exe
 	} else if args.Filename, err = user.ResolveExecutablePath(pctx, &args); err != nil {
 		return nil, fmt.Errorf("sentry: %w", err)
-	} else if err := s.checkExecutable(pctx, &args); err != nil {
-		return nil, fmt.Errorf("sentry: starting %q: %w", spec.Argv[0], err)
 	}
 
 	// CreateProcess consumes a reference on the mount namespace, success
@@ -83,6 +81,13 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 	s.mns.IncRef()
 	tg, pid, err := s.k.CreateProcess(args)
 	if err != nil {
+		// Only on failure, so that an exec opens its file once: the
+		// loader's error is text, and callers need its errno.
+		if exe == nil {
+			if cerr := s.checkExecutable(pctx, &args); cerr != nil {
+				err = cerr
+			}
+		}
 		return nil, fmt.Errorf("sentry: starting %q: %w", spec.Argv[0], err)
 	}
 	cu.Release()
@@ -94,7 +99,7 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 // if args.Filename cannot be executed with args.Credentials. gVisor's
 // loader reports these only as text, and callers tell a missing command
 // (exit code 127) from one that cannot run (126) by them. It opens the file
-// as the loader does, which then opens it again.
+// as the loader does.
 //
 // Preconditions: args.Filename is absolute.
 func (s *Sandbox) checkExecutable(ctx context.Context, args *kernel.CreateProcessArgs) error {
