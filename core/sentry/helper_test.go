@@ -369,9 +369,12 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 // the sandbox's loopback and prints what the listener received. It retries the
 // connect until the listener is up and waits for the listener to exit, rather
 // than sleeping a fixed time, so a loaded host cannot make it print nothing;
-// after 100 refused connects it says so instead.
+// after 100 refused connects it says so instead. The listener's stdin is a
+// FIFO the shell holds open: busybox nc ends when its stdin ends, and with a
+// background job's /dev/null it sometimes ended before the message came (2-4
+// runs in 60 printed nothing).
 func loopbackRoundTrip(msg string) string {
-	return `nc -l -p 9000 > /tmp/got & l=$!; n=0
+	return `rm -f /tmp/nc-in; mkfifo /tmp/nc-in; nc -l -p 9000 </tmp/nc-in > /tmp/got & l=$!; exec 3>/tmp/nc-in; n=0
 until echo ` + msg + ` | nc 127.0.0.1 9000 2>/dev/null; do
   n=$((n+1)); [ $n -lt 100 ] || { echo listener never came up; kill $l; break; }; sleep 0.05
 done
