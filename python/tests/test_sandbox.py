@@ -448,6 +448,7 @@ def _read_line(proc: "subprocess.Popen[str]", timeout: float) -> str:
     return proc.stdout.readline()
 
 
+@pytest.mark.battery
 def test_no_orphans_after_kill_9() -> None:
     """kill -9 of a Python process holding many sandboxes: within 5 s no
     rungv, and no process a rungv started, survives it."""
@@ -526,6 +527,7 @@ _RSS_SLACK_KIB = 16 * 1024
 _POOL_SLACK = 2
 
 
+@pytest.mark.battery
 def test_create_exec_close_cycles_leak_nothing(tmp_path: Path) -> None:
     """Sandboxes created, used and closed over and over leave the Python
     process as they found it: the same descriptors, blocked threads and

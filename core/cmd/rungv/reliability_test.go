@@ -27,76 +27,14 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/ext4lite"
+	"z.gfire.dev/gvx/core/internal/battery"
 )
 
 const (
-	reliabilityFullEnv   = "GVX_RELIABILITY_FULL"
-	reliabilityReportEnv = "GVX_RELIABILITY_REPORT"
-	reliabilitySeedEnv   = "GVX_RELIABILITY_SEED"
 	// mountNSEnv names the test a re-executed test binary runs inside a
 	// private mount namespace (see privateMountNS).
 	mountNSEnv = "RUNGV_TEST_IN_MOUNTNS"
 )
-
-// reliabilityCount is cheap in `make test` and full in `make reliability`.
-func reliabilityCount(cheap, full int) int {
-	if os.Getenv(reliabilityFullEnv) == "1" {
-		return full
-	}
-	return cheap
-}
-
-// reliabilitySeed returns $GVX_RELIABILITY_SEED, or a new seed; the test
-// logs it, so a failure can be run again with the same choices.
-func reliabilitySeed(t *testing.T) uint64 {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(reliabilitySeedEnv); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("%s=%q: %v", reliabilitySeedEnv, s, err)
-		}
-	}
-	t.Logf("seed %d (rerun with %s=%d)", seed, reliabilitySeedEnv, seed)
-	return seed
-}
-
-// reportTable logs a markdown table of figures and appends it to
-// $GVX_RELIABILITY_REPORT when that is set.
-func reportTable(t *testing.T, title string, header []string, rows ...[]string) {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n| %s |\n|%s\n", title, strings.Join(header, " | "), strings.Repeat(" --- |", len(header)))
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s |\n", strings.Join(r, " | "))
-	}
-	t.Log("\n" + b.String())
-	path := os.Getenv(reliabilityReportEnv)
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatalf("writing the reliability report: %v", err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(b.String() + "\n"); err != nil {
-		t.Fatalf("writing the reliability report: %v", err)
-	}
-}
-
-// skipReported skips t, saying why in the log and in the report, so that
-// a skipped part is not mistaken for a passed one.
-func skipReported(t *testing.T, reason string) {
-	t.Helper()
-	if path := os.Getenv(reliabilityReportEnv); path != "" {
-		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
-			fmt.Fprintf(f, "%s: skipped, %s\n\n", t.Name(), reason)
-			f.Close()
-		}
-	}
-	t.Skip("skipped: " + reason)
-}
 
 // recordWriter is a guest script that writes numbered records to the
 // volume at /data: record i is the file /data/r/i, recordSize(i) bytes
@@ -290,8 +228,8 @@ func startWriter(t *testing.T, img, vol, script string) (*exec.Cmd, <-chan strin
 // or a new sandbox — to a filesystem the real e2fsck -fn finds clean, and
 // every record whose fsync returned before the kill must be there.
 func TestFaultKill9DuringWrites(t *testing.T) {
-	trials := reliabilityCount(5, 100)
-	seed := reliabilitySeed(t)
+	trials := battery.Count(5, 100)
+	seed := battery.Seed(t)
 	img := testImage(t)
 	sizes := recordSizes{base: 100, spread: 20000}
 	script := recordWriter(sizes, 1)
@@ -378,7 +316,7 @@ func TestFaultKill9DuringWrites(t *testing.T) {
 			t.Fatalf("%s: after replay in place, e2fsck -fn: %v %q", where, err, problems)
 		}
 	}
-	reportTable(t, "kill -9 of rungv during fsync'ed writes to a volume", []string{
+	battery.Table(t, "kill -9 of rungv during fsync'ed writes to a volume", []string{
 		"trials", "needed journal recovery", "e2fsck-clean after e2fsck's replay", "clean after ext4lite's replay", "clean after a new sandbox's replay", "fsync'ed records checked", "lost", "seed",
 	}, []string{
 		strconv.Itoa(trials), strconv.Itoa(recovered), fmt.Sprintf("%d/%d", e2fsckClean, trials), strconv.Itoa(ext4liteClean), strconv.Itoa(sandboxClean),
@@ -427,7 +365,7 @@ func privateMountNS(t *testing.T) bool {
 		return true
 	}
 	if os.Geteuid() != 0 {
-		skipReported(t, "filling a host file system needs root, to mount a size-limited tmpfs in a private mount namespace (run as root)")
+		battery.Skip(t, "filling a host file system needs root, to mount a size-limited tmpfs in a private mount namespace (run as root)")
 	}
 	timeout := 10 * time.Minute
 	if d, ok := t.Deadline(); ok {
@@ -444,7 +382,7 @@ func privateMountNS(t *testing.T) bool {
 	case err != nil:
 		t.Fatalf("the test in a private mount namespace failed: %v", err)
 	case bytes.Contains(out, []byte("--- SKIP")):
-		skipReported(t, "skipped in the private mount namespace: "+lastLine(string(out[:bytes.Index(out, []byte("--- SKIP"))])))
+		battery.Skip(t, "skipped in the private mount namespace: "+lastLine(string(out[:bytes.Index(out, []byte("--- SKIP"))])))
 	}
 	return false
 }
@@ -457,7 +395,7 @@ func mountTmpfs(t *testing.T, options string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, options); err != nil {
-		skipReported(t, fmt.Sprintf("cannot mount a tmpfs: %v", err))
+		battery.Skip(t, fmt.Sprintf("cannot mount a tmpfs: %v", err))
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	return dir
@@ -568,7 +506,7 @@ func TestFaultDiskFullDuringPull(t *testing.T) {
 	room := fmt.Sprintf("size=%d,nr_inodes=%d", (pages+64)*4096, inodes+64)
 	var limits []string
 	sizes := []int64{1, pages / 4, pages / 2}
-	if os.Getenv(reliabilityFullEnv) == "1" {
+	if os.Getenv(battery.FullEnv) == "1" {
 		for p := int64(8); p < pages; p += pages / 32 {
 			sizes = append(sizes, p)
 		}
@@ -616,7 +554,7 @@ func TestFaultDiskFullDuringPull(t *testing.T) {
 			retried++
 		}
 	}
-	reportTable(t, "host disk full during `rungv pull`", []string{
+	battery.Table(t, "host disk full during `rungv pull`", []string{
 		"limits tried", "pulls failed", "said the disk is full", "left nothing half-written", "succeeded on a retry with room", "fit (succeeded)",
 	}, []string{
 		fmt.Sprintf("%d (4 KiB–%d KiB of space; 1–%d inodes; the pull needs %d KiB, %d inodes)", len(limits), (pages+1)*4, inodes+1, pages*4, inodes),
@@ -639,8 +577,8 @@ func TestFaultDiskFullUnderVolume(t *testing.T) {
 	if !privateMountNS(t) {
 		return
 	}
-	trials := reliabilityCount(2, 10)
-	seed := reliabilitySeed(t)
+	trials := battery.Count(2, 10)
+	seed := battery.Seed(t)
 	img := testImage(t)
 	var enospc, clean, checked int
 	for trial := range trials {
@@ -691,7 +629,7 @@ func TestFaultDiskFullUnderVolume(t *testing.T) {
 		}
 		clean++
 	}
-	reportTable(t, "host disk full under a volume (a sparse 1 GiB volume on a 2–6 MiB tmpfs)", []string{
+	battery.Table(t, "host disk full under a volume (a sparse 1 GiB volume on a 2–6 MiB tmpfs)", []string{
 		"trials", "guest saw ENOSPC", "e2fsck-clean after replay", "fsync'ed records checked", "lost", "seed",
 	}, []string{
 		strconv.Itoa(trials), strconv.Itoa(enospc), fmt.Sprintf("%d/%d", clean, trials), strconv.Itoa(checked), "0", strconv.FormatUint(seed, 10),
