@@ -133,7 +133,7 @@ bench: deps all
 # trials of fsync'ed volume writes, the host disk full during a pull and
 # under a volume (as root; skipped, saying why, otherwise), kill -9 of a
 # Python parent holding 64 sandboxes, 1,000 create/exec/close cycles.
-# Its Go tests are named TestFault… or TestBattery… (core/internal/battery)
+# Its Go tests are named TestFault… or TestBattery… (internal/battery)
 # and its Python tests are marked `battery`.
 # GVX_RELIABILITY_SEED=N repeats a run's random choices. The figures are
 # printed at the end and kept in build/reliability.md.
@@ -141,7 +141,7 @@ RELIABILITY_REPORT := $(CURDIR)/$(BUILD)/reliability.md
 reliability: deps all
 	@rm -f $(RELIABILITY_REPORT); status=0; \
 	GVX_RELIABILITY_FULL=1 GVX_RELIABILITY_REPORT=$(RELIABILITY_REPORT) CGO_ENABLED=0 \
-		$(GO) test -count=1 -timeout 80m -run '^(TestFault|TestBattery)' ./core/... || status=1; \
+		$(GO) test -count=1 -timeout 80m -run '^(TestFault|TestBattery)' ./core/... ./benchmarks/... || status=1; \
 	GVX_RELIABILITY_FULL=1 GVX_RELIABILITY_REPORT=$(RELIABILITY_REPORT) \
 		PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \
 		$(VENV)/bin/python -m pytest -q -rs -m battery python/tests || status=1; \

@@ -8,7 +8,8 @@
 //
 //	go run ./benchmarks/fleet -rungv build/rungv -image REF [-n 128] [-c 16] [-runs 5] [-pin]
 //
-// Figures go to stdout as markdown; nothing here is a test.
+// Figures go to stdout as markdown. The reliability battery counts the
+// same fleets' stalls in stall_test.go (TestBatteryFleetStalls).
 package main
 
 import (
@@ -17,12 +18,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"sync"
 	"time"
 
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
+	fleetpkg "z.gfire.dev/gvx/benchmarks/internal/fleet"
 )
 
 var (
@@ -38,9 +38,6 @@ var (
 
 // cpus are the CPUs that -pin spreads the sandboxes over.
 var cpus []int
-
-// cmdArgv is the command every sandbox runs, twice.
-var cmdArgv = []string{"echo", "hi"}
 
 func main() {
 	flag.Parse()
@@ -60,7 +57,7 @@ func main() {
 		pinned = "each pinned to one CPU"
 	}
 	fmt.Printf("%d sandboxes (%s), %d booting at once, %d commands (`%s`) in flight; %d fleets; load average %s\n\n",
-		*n, pinned, *booters, *c, cmdArgv[0], *runs, benchfmt.LoadAvg())
+		*n, pinned, *booters, *c, "echo", *runs, benchfmt.LoadAvg())
 	fmt.Println("| fleet | boot p50 / max | first exec p50 / p99 / max | first execs/s | stalls > " + stall.String() + " | second exec p50 / max |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for r := 1; r <= *runs; r++ {
@@ -72,96 +69,27 @@ func main() {
 }
 
 func fleet(r int) error {
-	ctx := context.Background()
-	sbs := make([]*gvx.Sandbox, *n)
-	defer func() {
-		for _, sb := range sbs {
-			if sb != nil {
-				sb.Close()
-			}
-		}
-	}()
-	boot, err := each(*booters, func(i int) error {
-		cfg := gvx.Config{OCIImage: *image, Rungv: *rungv, KeepAlive: true}
-		if *pin {
-			cfg.Resources.CPUSet = []int{cpus[i%len(cpus)]}
-		}
-		sb, err := gvx.New(ctx, cfg)
-		sbs[i] = sb
+	cfg := fleetpkg.Config{
+		Sandbox:  gvx.Config{OCIImage: *image, Rungv: *rungv, KeepAlive: true},
+		N:        *n,
+		Booters:  *booters,
+		InFlight: *c,
+		Stall:    *stall,
+	}
+	for _, cpu := range cpus {
+		cfg.CPUSets = append(cfg.CPUSets, []int{cpu})
+	}
+	res, err := fleetpkg.Run(context.Background(), cfg)
+	if err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("booting: %w", err)
 	}
-	exec := func(i int) error {
-		res, err := sbs[i].Exec(ctx, cmdArgv, nil)
-		if err != nil {
-			return err
-		}
-		if res.ExitCode != 0 || string(res.Stdout) != "hi\n" {
-			return fmt.Errorf("sandbox %d: `echo hi` exited %d with stdout %q", i, res.ExitCode, res.Stdout)
-		}
-		return nil
-	}
-	start := time.Now()
-	first, err := each(*c, exec)
-	if err != nil {
-		return fmt.Errorf("first exec: %w", err)
-	}
-	rate := float64(*n) / time.Since(start).Seconds()
-	second, err := each(*c, exec)
-	if err != nil {
-		return fmt.Errorf("second exec: %w", err)
-	}
-	stalls := 0
-	for _, d := range first {
-		if d > *stall {
-			stalls++
-		}
-	}
+	boot, first, second := res.Boot, res.First, res.Second
 	fmt.Printf("| %d | %s / %s | %s / %s / %s | %.0f | %d | %s / %s |\n", r,
 		ms(benchfmt.Percentile(boot, 50)), ms(boot[len(boot)-1]),
 		ms(benchfmt.Percentile(first, 50)), ms(benchfmt.Percentile(first, 99)), ms(first[len(first)-1]),
-		rate, stalls,
+		float64(*n)/res.FirstElapsed.Seconds(), res.Stalls,
 		ms(benchfmt.Percentile(second, 50)), ms(second[len(second)-1]))
 	return nil
-}
-
-// each runs f(0..n-1) with at most conc at once and returns the sorted
-// durations of the calls.
-func each(conc int, f func(i int) error) ([]time.Duration, error) {
-	ds := make([]time.Duration, *n)
-	work := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				start := time.Now()
-				err := f(i)
-				ds[i] = time.Since(start)
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range *n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
-	return ds, firstErr
 }
 
 func ms(d time.Duration) string {

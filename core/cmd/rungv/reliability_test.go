@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/ext4lite"
-	"z.gfire.dev/gvx/core/internal/battery"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 const (

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
+	fleetpkg "z.gfire.dev/gvx/benchmarks/internal/fleet"
+	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/internal/battery"
+)
+
+// stallLimit is how long an `echo` may take before it counts as a stall;
+// an unstalled one takes milliseconds, even with 128 sandboxes on 2 cores.
+const stallLimit = 5 * time.Second
+
+// TestBatteryFleetStalls is the battery's stall count (issue 17): fleets of
+// 128 sandboxes, 16 first commands in flight, as benchmarks/fleet runs
+// them — 100 fleets in `make reliability`, one small fleet in `make test`.
+// Every exec that takes longer than stallLimit is a stall and fails the
+// test, with the sandbox's pid for a look at its threads.
+func TestBatteryFleetStalls(t *testing.T) {
+	fleets, n := battery.Count(1, 100), battery.Count(32, 128)
+	dir := t.TempDir()
+	rungvBin := filepath.Join(dir, "rungv")
+	build := exec.Command("go", "build", "-o", rungvBin, "../../core/cmd/rungv")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building rungv: %v\n%s", err, out)
+	}
+	out, err := exec.Command("go", "run", "../../core/internal/testimage/mkimage", "-default", filepath.Join(dir, "image")).Output()
+	if err != nil {
+		t.Fatalf("building the default image: %v", err)
+	}
+	cfg := fleetpkg.Config{
+		Sandbox:  gvx.Config{OCIImage: strings.TrimSpace(string(out)), Rungv: rungvBin, Cache: filepath.Join(dir, "cache"), KeepAlive: true},
+		N:        n,
+		Booters:  32,
+		InFlight: 16,
+		Stall:    stallLimit,
+		OnStall: func(sb *gvx.Sandbox) {
+			t.Logf("an exec in rungv %d has taken %v so far (load average %s)", sb.PID(), stallLimit, benchfmt.LoadAvg())
+		},
+	}
+	start := time.Now()
+	stalled, stalls, execs := 0, 0, 0
+	var firstP50, firstMax []time.Duration
+	for f := 0; f < fleets; f++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		res, err := fleetpkg.Run(ctx, cfg)
+		cancel()
+		if err != nil {
+			t.Fatalf("fleet %d: %v", f+1, err)
+		}
+		execs += len(res.First) + len(res.Second)
+		stalls += res.Stalls
+		if res.Stalls > 0 {
+			stalled++
+			t.Errorf("fleet %d: %d execs took longer than %v (slowest %v)", f+1, res.Stalls, stallLimit, max(res.First[len(res.First)-1], res.Second[len(res.Second)-1]))
+		}
+		firstP50 = append(firstP50, benchfmt.Percentile(res.First, 50))
+		firstMax = append(firstMax, res.First[len(res.First)-1])
+	}
+	battery.Table(t, fmt.Sprintf("fleet stalls (%d sandboxes a fleet, 16 execs in flight, a stall is an exec over %v)", n, stallLimit),
+		[]string{"fleets", "stalled fleets", "execs", "stalled execs", "first exec p50 (median of fleets)", "slowest first exec", "took"},
+		[]string{fmt.Sprint(fleets), fmt.Sprint(stalled), fmt.Sprint(execs), fmt.Sprint(stalls),
+			fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(firstP50, 50))/1e6),
+			fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(firstMax, 100))/1e6),
+			time.Since(start).Round(time.Second).String()})
+}
