@@ -48,22 +48,27 @@ START = f"gvx-dockerd >{LOG} 2>&1 & echo $! >/run/gvx-dockerd.pid"
 """Starts the image's entrypoint (cgroups, then dockerd) in the background."""
 
 WAIT = (
-    "end=$(($(date +%s) + 60)); until docker version >/dev/null 2>&1; do "
+    "end=$(($(date +%s) + 600)); until docker version >/dev/null 2>&1; do "
     'if [ "$(date +%s)" -ge "$end" ] || ! kill -0 "$(cat /run/gvx-dockerd.pid)" 2>/dev/null; then '
     f'echo "dockerd is not answering (a sandbox for dockerd needs **gvx.docker.SANDBOX_OPTIONS); the end of {LOG}:" >&2; '
     f"tail -n 20 {LOG} >&2; exit 1; fi; "
     "sleep 0.02; done"
 )
-"""Waits until dockerd answers (at most a minute); fails with dockerd's log when it does not."""
+"""Waits until dockerd answers; fails at once with dockerd's log when dockerd
+exits, and after ten minutes if it never answers: on a host busy with many
+sandboxes a dockerd can take minutes to start."""
 
 SETUP: tuple[str, ...] = (START, WAIT)
 """Commands that give a fresh sandbox a ready dockerd: ``GvxEnv(setup=gvx.docker.SETUP)``."""
 
 STOP = (
     "pid=$(cat /var/run/docker.pid 2>/dev/null) || exit 0; "
-    "kill -TERM $pid; while kill -0 $pid 2>/dev/null; do sleep 0.05; done"
+    "kill -TERM $pid; while kill -0 $pid 2>/dev/null; do sleep 0.05; done; "
+    "pid=$(cat /var/run/docker/containerd/containerd.pid 2>/dev/null) || exit 0; "
+    "while kill -0 $pid 2>/dev/null; do sleep 0.05; done"
 )
-"""Stops dockerd gracefully and waits until it has exited."""
+"""Stops dockerd gracefully and waits until it and its containerd (which the
+image's entrypoint stops once dockerd has exited) are gone."""
 
 _NOTE_CUSTOM_NETWORKS = "docker network ls --filter type=custom -q >/run/gvx-custom-networks"
 _FORGET_DEFAULT_NETWORKS = (
@@ -77,7 +82,7 @@ _FORGET_DEFAULT_NETWORKS = (
 # then starts its networks as on a first start. Custom networks keep it.
 
 
-def start(sb: Sandbox, *, timeout: float = 90.0) -> None:
+def start(sb: Sandbox, *, timeout: float = 600.0) -> None:
     """Starts dockerd in ``sb`` and returns once it answers.
 
     The sandbox needs :data:`SANDBOX_OPTIONS`; an image without ``gvx-dockerd``

@@ -110,6 +110,24 @@ def test_a_seed_network_survives_into_episodes(tmp_path: Path) -> None:
         assert sorted(obs["stdout"].split()) == ["bridge", "gvx-seeded", "host", "none"], obs
 
 
+def test_dockerd_waits_for_a_slow_containerd(golden: gvx.Volume, tmp_path: Path) -> None:
+    """On a host busy with many sandboxes containerd can take longer to
+    answer than the 15 s dockerd gives a containerd it starts itself (then
+    it fails: "timeout waiting for containerd to start"), and dockerd longer
+    than a minute to answer. Here containerd starts 65 s late, standing in
+    for that load; dockerd must still come up."""
+    clone = golden.clone(tmp_path / "slow.ext4")
+    with gvx.Sandbox(DIND_IMAGE, mounts=[gvx.Mount(clone.path, "/var/lib/docker")], **gvx.docker.SANDBOX_OPTIONS) as sb:
+        real = sb.exec("command -v containerd").stdout.strip()
+        assert real.startswith("/usr/bin/"), real
+        # /usr/local/bin comes first in the image's PATH.
+        sb.write_file("/usr/local/bin/containerd", f'#!/bin/sh\nsleep 65\nexec {real} "$@"\n', mode=0o755)
+        assert sb.exec("command -v containerd").stdout.strip() == "/usr/local/bin/containerd"
+        gvx.docker.start(sb, timeout=300)
+        r = sb.exec(f"docker run --rm {BASE} echo answered", timeout=120)
+        assert (r.exit_code, r.stdout) == (0, "answered\n"), r
+
+
 def test_dockerd_without_nftables_says_how_to_fix() -> None:
     with gvx.Sandbox(DIND_IMAGE) as sb:
         with pytest.raises(gvx.ExecError) as err:

@@ -16,7 +16,7 @@ set -eu
 #
 # The TCP socket is made here and handed to dockerd the way systemd (and
 # Debian's docker.socket) does: -H fd:// with LISTEN_FDS and LISTEN_PID,
-# which perl sets to its own process ID before it becomes dockerd. Binding
+# which perl's child sets to its own process ID before it becomes dockerd. Binding
 # tcp://0.0.0.0:2375 itself without TLS, dockerd pauses for a second on
 # purpose. The socket is reachable only through what rungv publishes.
 #
@@ -32,6 +32,17 @@ set -eu
 # and checks it: without nftables (rungv --nftables) dockerd's iptables-nft
 # cannot program anything and dockerd cannot start; without raw sockets
 # (rungv --net-raw) containers lose ping and the like.
+#
+# perl starts containerd itself, with the configuration and paths dockerd
+# would give it, and hands it to dockerd with --containerd. A containerd
+# that dockerd starts gets 15 s to answer, else dockerd gives up ("timeout
+# waiting for containerd to start"), and is restarted after three health
+# checks of 3 s fail: on a host busy with many sandboxes containerd takes
+# longer than that. Here it gets as long as it needs (gvx.docker.WAIT bounds
+# the whole start); if it exits first, so does this script, saying how.
+# perl then runs dockerd as its child, passes SIGINT and SIGTERM on to it,
+# and once dockerd has exited stops containerd and waits for it, so that a
+# stopped dockerd leaves /var/lib/docker consistent.
 exec tini -s -- perl -MSocket -e '
 	open(my $m, "<", "/proc/self/mounts") or die "gvx-dockerd: /proc/self/mounts: $!\n";
 	my %mounted = map { (split / /)[1] => 1 } <$m>;
@@ -52,15 +63,54 @@ exec tini -s -- perl -MSocket -e '
 	close($nf);
 	socket(my $raw, PF_INET, SOCK_RAW, 1) or warn "gvx-dockerd: no raw sockets in this sandbox ($!): containers cannot ping; run it with rungv run --net-raw\n";
 	close($raw) if $raw;
+
+	my $run = "/var/run/docker/containerd";
+	for my $d ("/var/run/docker", $run) { -d $d or mkdir($d, 0711) or die "gvx-dockerd: mkdir $d: $!\n" }
+	open(my $conf, ">", "$run/containerd.toml") or die "gvx-dockerd: $run/containerd.toml: $!\n";
+	print $conf join("\n",
+		"root = \"/var/lib/docker/containerd/daemon\"", "state = \"$run/daemon\"", "disabled_plugins = [\"cri\"]",
+		"[grpc]", "address = \"$run/containerd.sock\"", "max_recv_message_size = 16777216", "max_send_message_size = 16777216",
+		"[debug]", "address = \"$run/containerd-debug.sock\"", "level = \"info\"",
+		"[plugins.linux]", "shim = \"containerd-shim\"", "runtime = \"runc\"", "runtime_root = \"/var/lib/docker/runc\"", "");
+	close($conf) or die "gvx-dockerd: $run/containerd.toml: $!\n";
+	unlink("$run/containerd.sock");
+	my $containerd = fork() // die "gvx-dockerd: fork: $!\n";
+	if (!$containerd) { exec("containerd", "--config", "$run/containerd.toml") or die "gvx-dockerd: exec containerd: $!\n" }
+	open(my $pid, ">", "$run/containerd.pid") or die "gvx-dockerd: $run/containerd.pid: $!\n";
+	print $pid "$containerd\n";
+	close($pid) or die "gvx-dockerd: $run/containerd.pid: $!\n";
+	sub exited { my ($what, $status) = @_; $status & 127 ? "$what was killed by signal " . ($status & 127) : "$what exited with status " . ($status >> 8) }
+	# WNOHANG is 1 on Linux.
+	for (;;) {
+		socket(my $c, PF_UNIX, SOCK_STREAM, 0) or die "gvx-dockerd: socket: $!\n";
+		my $up = connect($c, pack_sockaddr_un("$run/containerd.sock"));
+		close($c);
+		last if $up;
+		waitpid($containerd, 1) == 0 or die "gvx-dockerd: " . exited("containerd", $?) . " before it answered\n";
+		select(undef, undef, undef, 0.02);
+	}
+
 	$^F = 3; # descriptor 3 stays open across exec
 	socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!\n";
 	setsockopt($s, SOL_SOCKET, SO_REUSEADDR, 1) or die "setsockopt: $!\n";
 	bind($s, pack_sockaddr_in(2375, INADDR_ANY)) or die "bind 0.0.0.0:2375: $!\n";
 	listen($s, SOMAXCONN) or die "listen: $!\n";
 	fileno($s) == 3 or die "the API socket is descriptor " . fileno($s) . ", not 3\n";
-	$ENV{LISTEN_FDS} = 1;
-	$ENV{LISTEN_PID} = $$;
-	exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\n";
+	my $dockerd = fork() // die "gvx-dockerd: fork: $!\n";
+	if (!$dockerd) {
+		$ENV{LISTEN_FDS} = 1;
+		$ENV{LISTEN_PID} = $$;
+		exec { $ARGV[0] } @ARGV, "--containerd", "$run/containerd.sock" or die "exec $ARGV[0]: $!\n";
+	}
+	close($s);
+	$SIG{$_} = sub { kill($_[0], $dockerd) } for qw(INT TERM);
+	my $w;
+	do { $w = waitpid($dockerd, 0) } until $w == $dockerd or $w == -1 && !$!{EINTR};
+	my $status = $?;
+	kill("TERM", $containerd);
+	do { $w = waitpid($containerd, 0) } until $w == $containerd or $w == -1 && !$!{EINTR};
+	warn "gvx-dockerd: " . exited("dockerd", $status) . "\n" if $status;
+	exit($status & 127 ? 128 + ($status & 127) : $status >> 8);
 ' dockerd \
 	-H unix:///var/run/docker.sock \
 	-H fd:// \
