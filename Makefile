@@ -132,7 +132,8 @@ bench: deps all
 # the same tests with a few rounds each): rungv killed with SIGKILL in 100
 # trials of fsync'ed volume writes, the host disk full during a pull and
 # under a volume (as root; skipped, saying why, otherwise), kill -9 of a
-# Python parent holding 64 sandboxes, 1,000 create/exec/close cycles.
+# Python parent holding 64 sandboxes, 1,000 create/exec/close cycles, and
+# 64 concurrent Docker episodes for 10 minutes (with the Docker image).
 # Its Go tests are named TestFault… or TestBattery… (internal/battery)
 # and its Python tests are marked `battery`.
 # GVX_RELIABILITY_SEED=N repeats a run's random choices. The figures are
@@ -144,6 +145,7 @@ reliability: deps all
 		$(GO) test -count=1 -timeout 80m -run '^(TestFault|TestBattery)' ./core/... ./benchmarks/... || status=1; \
 	GVX_RELIABILITY_FULL=1 GVX_RELIABILITY_REPORT=$(RELIABILITY_REPORT) \
 		PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \
+		GVX_TEST_DIND_IMAGE=$$($(GO) run ./core/internal/dockerimage/mkdockerimage -q 2>/dev/null) \
 		$(VENV)/bin/python -m pytest -q -rs -m battery python/tests || status=1; \
 	echo; cat $(RELIABILITY_REPORT); exit $$status
 
