@@ -44,11 +44,11 @@ const bootAddressSpaces = 3
 // prepareAddressSpaces creates n address spaces and releases them, which
 // leaves their stub processes in systrap's pool for the next processes.
 //
-// Why: with 128 sandboxes on 2 cores and 16 first execs at once, creating
-// a stub later (a clone injected into another stub with ptrace) stalled
-// for 33–74 s in 3 fleets of 22, every exec in flight with it; with stubs
-// made at boot, when nothing else in the sandbox runs, 1 fleet of 25
-// stalled (benchmarks/fleet). Other platforms keep no pool.
+// Why: with many sandboxes on few cores, creating a stub later (a clone
+// injected into another stub with ptrace) sometimes stalled for tens of
+// seconds, every exec in flight with it; stubs made at boot, when nothing
+// else in the sandbox runs, stall far less often (benchmarks/README, "Fleet
+// stalls"). Other platforms keep no pool.
 func prepareAddressSpaces(p Platform, plat platform.Platform, n int) error {
 	if p != PlatformSystrap {
 		return nil
