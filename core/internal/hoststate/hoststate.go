@@ -182,6 +182,22 @@ func Persistent(last []Change, tries ...[]Change) []Change {
 	return out
 }
 
+// Without drops the changes whose aspect and key changed in noise too:
+// what the machine changes by itself, seen while the workload did not run.
+func Without(changes, noise []Change) []Change {
+	drop := map[string]bool{}
+	for _, c := range noise {
+		drop[c.id()] = true
+	}
+	var out []Change
+	for _, c := range changes {
+		if !drop[c.id()] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Unchanged runs workload between two snapshots, up to tries times, and
 // returns nil as soon as one run left the host as it was. Other work on the
 // machine (other test packages, host containers) can change the host
