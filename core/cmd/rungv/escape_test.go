@@ -61,34 +61,11 @@ func TestBatteryEscape(t *testing.T) {
 	var total escapeprobe.Report
 	start := time.Now()
 	for round := 0; round < battery.Count(1, 3); round++ {
-		rep := b.Run()
-		total.Runs += rep.Runs
-		total.Tried += rep.Tried
-		total.Effects = append(total.Effects, rep.Effects...)
-		total.Hangs = append(total.Hangs, rep.Hangs...)
-		total.Panics = append(total.Panics, rep.Panics...)
-		total.Failures = append(total.Failures, rep.Failures...)
+		total.Add(b.Run())
 	}
 	// The volume is a plain file on the host whatever the guest put in it.
 	if st, err := os.Stat(vol); err != nil || st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeType) != 0 {
 		total.Effects = append(total.Effects, fmt.Sprintf("the volume file on the host: %v %v", st.Mode(), err))
 	}
-	reportEscape(t, "Escape probes, guest root in a sandbox (core/cmd/rungv TestBatteryEscape)", total, time.Since(start))
-}
-
-// reportEscape writes an escape battery's figures and fails t for any
-// effect, hang, panic or failure.
-func reportEscape(t *testing.T, title string, rep escapeprobe.Report, took time.Duration) {
-	t.Helper()
-	battery.Table(t, title, []string{"probes tried", "runs", "host effects", "hangs", "panics", "time"},
-		[]string{fmt.Sprint(rep.Tried), fmt.Sprint(rep.Runs), fmt.Sprint(len(rep.Effects)), fmt.Sprint(len(rep.Hangs)),
-			fmt.Sprint(len(rep.Panics)), took.Round(time.Second).String()})
-	for what, list := range map[string][]string{"HOST EFFECT": rep.Effects, "hang": rep.Hangs, "panic": rep.Panics, "failure": rep.Failures} {
-		for _, s := range list {
-			t.Errorf("%s: %s", what, s)
-		}
-	}
-	if rep.Tried == 0 {
-		t.Error("no probe ran")
-	}
+	total.Judge(t, "Escape probes, guest root in a sandbox (core/cmd/rungv TestBatteryEscape)", time.Since(start))
 }

@@ -320,7 +320,8 @@ func TestPublishedRawTCPHalfClose(t *testing.T) {
 // connected ones of whatever else runs here).
 func hostState(t *testing.T) hoststate.State {
 	t.Helper()
-	state, err := hoststate.Snapshot(t.Logf)
+	// Its own directories and caches change; nothing else may.
+	state, err := hoststate.Snapshot(t.Logf, filepath.Dir(rungvBinary), sharedCache(t))
 	if err != nil {
 		t.Fatal(err)
 	}

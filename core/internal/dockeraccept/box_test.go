@@ -141,6 +141,15 @@ func (b *box) docker(t testing.TB, args ...string) string {
 // tryDocker runs the host docker CLI and returns stdout, stderr and the
 // error.
 func (b *box) tryDocker(args ...string) (string, string, error) {
+	cmd := b.dockerCmd(args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// dockerCmd is the host docker CLI talking to the box's dockerd.
+func (b *box) dockerCmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(env.docker, args...)
 	cmd.Env = append(os.Environ(),
 		"DOCKER_HOST=unix://"+b.sock,
@@ -148,10 +157,7 @@ func (b *box) tryDocker(args ...string) (string, string, error) {
 		// classic builder whatever the host CLI prefers.
 		"DOCKER_CONFIG="+filepath.Join(b.dir, "docker-config"),
 		"DOCKER_CONTEXT=", "DOCKER_BUILDKIT=0", "DOCKER_CLI_HINTS=false")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
+	return cmd
 }
 
 // exec runs argv inside the sandbox (not in a container), as an agent's

@@ -41,7 +41,8 @@ func dockerWorkout(t *testing.T) {
 // hostState is what a sandbox must not change on the host.
 func hostState(t *testing.T) hoststate.State {
 	t.Helper()
-	state, err := hoststate.Snapshot(t.Logf)
+	// Its own directories and caches change; nothing else may.
+	state, err := hoststate.Snapshot(t.Logf, env.tmp, env.cache)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/battery"
 	"z.gfire.dev/gvx/core/internal/hoststate"
 	"z.gfire.dev/gvx/core/internal/proctree"
 )
@@ -259,3 +261,37 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Add counts other's runs in r.
+func (r *Report) Add(other Report) {
+	r.Runs += other.Runs
+	r.Tried += other.Tried
+	r.Effects = append(r.Effects, other.Effects...)
+	r.Hangs = append(r.Hangs, other.Hangs...)
+	r.Panics = append(r.Panics, other.Panics...)
+	r.Failures = append(r.Failures, other.Failures...)
+}
+
+// Judge writes r's figures as a battery table and fails t for any host
+// effect, hang, panic or failure.
+func (r Report) Judge(t testing.TB, title string, took time.Duration) {
+	t.Helper()
+	battery.Table(t, title, []string{"probes tried", "runs", "host effects", "hangs", "panics", "time"},
+		[]string{fmt.Sprint(r.Tried), fmt.Sprint(r.Runs), fmt.Sprint(len(r.Effects)), fmt.Sprint(len(r.Hangs)),
+			fmt.Sprint(len(r.Panics)), took.Round(time.Second).String()})
+	for _, l := range []struct {
+		what string
+		list []string
+	}{{"HOST EFFECT", r.Effects}, {"hang", r.Hangs}, {"panic", r.Panics}, {"failure", r.Failures}} {
+		for _, s := range l.list {
+			t.Errorf("%s: %s", l.what, s)
+		}
+	}
+	if r.Tried == 0 {
+		t.Error("no probe ran")
+	}
+}
+
+// PanicIn returns the first line of a Go panic or fatal error in a
+// program's output, or "".
+func PanicIn(output string) string { return panicLine.FindString(output) }
