@@ -84,7 +84,7 @@ func (b *Battery) Run() Report {
 		if len(changes) == 0 {
 			return rep
 		}
-		b.Logf("try %d: the host changed:\n%s", try, tail(strings.Join(hoststate.Format(changes), "\n"), 40))
+		b.Logf("try %d: the host changed:\n%s", try, head(strings.Join(hoststate.Format(changes), "\n"), 40))
 		tries = append(tries, changes)
 	}
 	seen := map[string]bool{}
@@ -252,6 +252,14 @@ func statFields(pid int) []string {
 		return nil
 	}
 	return f
+}
+
+func head(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… %d lines more", len(lines)-n)
+	}
+	return s
 }
 
 func tail(s string, n int) string {
