@@ -15,9 +15,9 @@ import (
 
 // TestBatteryEscapeDocker is the escape part of the reliability battery
 // (issue 17) from inside `docker run --privileged` in a Docker-in-gvx
-// sandbox: the escape probes that mean something in a container, and the
-// container's way out into its sandbox (nsenter into the sandbox's init,
-// its disks), comparing the host after each group (each probe in full
+// sandbox, sharing the sandbox's pids and network: the escape probes that
+// mean something there, and the container's way out into its sandbox
+// (nsenter into the sandbox's init, its disks), comparing the host after each group (each probe in full
 // mode). No probe may change the host, hang, or make rungv panic.
 func TestBatteryEscapeDocker(t *testing.T) {
 	if env.skip != "" {
@@ -40,7 +40,9 @@ func TestBatteryEscapeDocker(t *testing.T) {
 	start := time.Now()
 	b := startBox(t, boxOptions{})
 	b.docker(t, "load", "-q", "-i", img.Archive)
-	args := []string{"run", "-i", "--rm", "--privileged"}
+	// Sharing the sandbox's pids and network: nsenter -t 1 reaches the
+	// sandbox's init, the container's way out.
+	args := []string{"run", "-i", "--rm", "--privileged", "--pid", "host", "--network", "host"}
 	for _, e := range host.Env() {
 		args = append(args, "-e", e)
 	}

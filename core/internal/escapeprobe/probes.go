@@ -38,7 +38,8 @@ type Where int
 const (
 	// Everywhere: in the sandbox and in a privileged container in one.
 	Everywhere Where = iota
-	// Sandbox: only directly in a sandbox with a volume at /data.
+	// Sandbox: only directly in a sandbox with a volume at /data (and
+	// not in a container sharing its sandbox's pids).
 	Sandbox
 	// Docker: only in a privileged container.
 	Docker
@@ -67,7 +68,8 @@ var Probes = []Probe{
 		Script: `kill -STOP $CANARY_PID; kill -9 $CANARY_PID $TEST_PID; kill -9 -$CANARY_PID`},
 	{Name: "ptrace", Group: "processes", MustNot: "ptrace or read the memory of host processes",
 		Script: `sleep 30 & p=$!; /probe ptrace $p $CANARY_PID $TEST_PID; kill $p`},
-	{Name: "kill-all", Group: "processes", MustNot: "kill host processes with kill -9 -1",
+	// In a container sharing its sandbox's pids this would end dockerd.
+	{Name: "kill-all", Group: "processes", Where: Sandbox, MustNot: "kill host processes with kill -9 -1",
 		Script: `sh -c 'kill -9 -1'; echo survived`},
 	// Devices.
 	{Name: "mknod-disks", Group: "devices", MustNot: "read, write or mount host disks by device number",
@@ -128,7 +130,8 @@ var Probes = []Probe{
 		Script: `cp /bin/busybox /data/suid; chmod 4755 /data/suid; cp /bin/busybox /data/sgid; chmod 2755 /data/sgid; mknod /data/sda b 8 0; mknod /data/mem c 1 1; ls -l /data`},
 	{Name: "setid-exec", Group: "setid", MustNot: "gain anything on the host through a set-ID binary",
 		Script: `cp /bin/busybox /tmp/su; chmod 4755 /tmp/su; ls -l /tmp/su; su -s /bin/sh nobody -c '/tmp/su id' </dev/null; chmod u+s /bin/busybox`},
-	// A container's way out, to its sandbox, and beyond.
+	// A container's way out, to its sandbox (the container shares its
+	// pids), and beyond.
 	{Name: "container-nsenter", Group: "docker", Where: Docker, MustNot: "read host files from the sandbox a container escapes into",
 		Script: `nsenter -t 1 -m -u -i -n -p sh -c 'hostname; cat $SECRET_FILE /proc/1/root$SECRET_FILE; ls $HOST_DIR; cat /proc/[0-9]*/cmdline | tr "\0" " "'; mkdir -p /tmp/hd && mount /dev/vda /tmp/hd; ls /sys/fs/cgroup`},
 	// Last: it may end the sandbox.
