@@ -41,6 +41,12 @@ type Options struct {
 	// Generation seeds the generation numbers of new inodes (default:
 	// random).
 	Generation uint32
+	// OnCorruption, if set, is called with the error of every operation
+	// that met corrupt metadata or an internal error (ErrCorrupt,
+	// ErrInternal): a caller that turns these into EIO, as a guest's
+	// kernel does, can still say why. It is called after the filesystem's
+	// lock is released, from the operation's goroutine.
+	OnCorruption func(err error)
 
 	// skipChecksums lets fuzz tests reach the parsers behind checksums.
 	skipChecksums bool
@@ -191,6 +197,7 @@ func (fs *FS) lockWrite() error {
 // unlockWrite ends a change: on a fatal error the filesystem fails;
 // otherwise the transaction may commit.
 func (fs *FS) unlockWrite(errp *error) {
+	defer fs.reportCorruption(errp)
 	defer fs.mu.Unlock()
 	defer fs.evictCaches()
 	if r := recover(); r != nil {
@@ -240,6 +247,17 @@ func (fs *FS) unlockRead(errp *error) {
 		*errp = internalError(r)
 	}
 	fs.mu.RUnlock()
+	fs.reportCorruption(errp)
+}
+
+// reportCorruption passes *errp to Options.OnCorruption if it reports
+// corruption or an internal error.
+//
+// Preconditions: fs.mu is not held.
+func (fs *FS) reportCorruption(errp *error) {
+	if err := *errp; err != nil && fs.opts.OnCorruption != nil && (errors.Is(err, ErrCorrupt) || errors.Is(err, ErrInternal)) {
+		fs.opts.OnCorruption(err)
+	}
 }
 
 // lockRead starts a read.

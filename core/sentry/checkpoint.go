@@ -455,7 +455,7 @@ func Restore(cfg Config, r io.ReadSeeker, streams RestoreStdio) (*Sandbox, error
 
 	// The volumes the snapshot's filesystems are re-bound to, by mount
 	// point; each must be the image Checkpoint left (or a clone of it).
-	if s.volumes, err = openVolumes(cfg.Volumes); err != nil {
+	if s.volumes, err = openVolumes(cfg.Volumes, cfg.VolumeErrors); err != nil {
 		return nil, err
 	}
 	cu.Add(func() { closeVolumes(gcontext.Background(), s.volumes) })

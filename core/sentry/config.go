@@ -122,6 +122,11 @@ type Config struct {
 	// process-wide.
 	LogWriter io.Writer
 
+	// VolumeErrors receives a line for each corruption a volume meets
+	// (up to maxVolumeErrors per volume), naming the volume and what is
+	// wrong: the guest sees only EIO. Nil discards them.
+	VolumeErrors io.Writer
+
 	// Debug raises gVisor's log level to debug.
 	Debug bool
 }

@@ -103,7 +103,7 @@ func New(cfg Config) (*Sandbox, error) {
 			unix.Close(imageFD)
 		}
 	}()
-	if s.volumes, err = openVolumes(cfg.Volumes); err != nil {
+	if s.volumes, err = openVolumes(cfg.Volumes, cfg.VolumeErrors); err != nil {
 		return nil, err
 	}
 	// Registered before the kernel's release, so it runs after it.

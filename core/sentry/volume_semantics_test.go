@@ -122,12 +122,19 @@ func TestVolumeCorruptionIsEIO(t *testing.T) {
 			t.Fatalf("debugfs -w -R %q: %v %s", req, err, out)
 		}
 	}
-	s = newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}})
+	var reports syncBuffer
+	s = newSandbox(t, Config{Volumes: []Volume{{Path: img, Target: "/data"}}, VolumeErrors: &reports})
 	r := startAndWait(t, s, sh("cat /data/dir/f; cat /data/victim; cat /data/ok/f; echo new > /data/ok/g && cat /data/ok/g"))
 	if strings.Count(r.stderr, "Input/output error") != 2 || r.stdout != "z\nnew\n" {
 		t.Errorf("stdout %q stderr %q: want I/O errors for the corrupt parts and the rest intact", r.stdout, r.stderr)
 	}
 	if err := s.Close(); err != nil {
 		t.Logf("Close: %v", err)
+	}
+	// The host learns why: each report names the volume and the damage.
+	lines := strings.Split(strings.TrimSpace(reports.String()), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "volume "+img+" is corrupt") || !strings.Contains(lines[0], "rungv volume check "+img) ||
+		!strings.Contains(reports.String(), "checksum") || !strings.Contains(reports.String(), "directory") {
+		t.Errorf("VolumeErrors got %q; want a line per corrupt part naming the volume and the damage", reports.String())
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/cleanup"
 	gcontext "gvisor.dev/gvisor/pkg/context"
@@ -63,12 +65,12 @@ func validateVolumes(vols []Volume) error {
 
 // openVolumes opens every volume image, replaying journals. It runs before
 // lockdown, which forbids opening host files.
-func openVolumes(vols []Volume) ([]*ext4fs.Volume, error) {
+func openVolumes(vols []Volume, errs io.Writer) ([]*ext4fs.Volume, error) {
 	var opened []*ext4fs.Volume
 	cu := cleanup.Make(func() { closeVolumes(gcontext.Background(), opened) })
 	defer cu.Clean()
 	for _, v := range vols {
-		fs, err := openVolume(v)
+		fs, err := openVolume(v, corruptionReporter(errs, v.name()))
 		switch {
 		case errors.Is(err, blockdev.ErrInUse), errors.Is(err, hostfile.ErrKind):
 			// The error says what to do; the image is not in question.
@@ -82,9 +84,36 @@ func openVolumes(vols []Volume) ([]*ext4fs.Volume, error) {
 	return opened, nil
 }
 
-// openVolume opens v's image (or delta) with ext4lite.
-func openVolume(v Volume) (*ext4lite.FS, error) {
-	opts := ext4lite.Options{ReadOnly: v.ReadOnly}
+// maxVolumeErrors bounds the corruption reports of one volume: a guest
+// that walks a damaged tree would meet the same damage again and again.
+const maxVolumeErrors = 10
+
+// corruptionReporter returns an ext4lite.Options.OnCorruption that writes
+// the first maxVolumeErrors reports of the volume name to w, or nil if w
+// is nil.
+func corruptionReporter(w io.Writer, name string) func(error) {
+	if w == nil {
+		return nil
+	}
+	var n atomic.Int64
+	return func(err error) {
+		// An internal error carries its stack after the first line.
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		switch k := n.Add(1); {
+		case k == 1:
+			fmt.Fprintf(w, "volume %s is corrupt; the guest got an I/O error: %s (check it with `rungv volume check %s`; `e2fsck -fy` repairs it)\n", name, msg, name)
+		case k <= maxVolumeErrors:
+			fmt.Fprintf(w, "volume %s is corrupt; the guest got an I/O error: %s\n", name, msg)
+		case k == maxVolumeErrors+1:
+			fmt.Fprintf(w, "volume %s: more corruption; further reports are not shown\n", name)
+		}
+	}
+}
+
+// openVolume opens v's image (or delta) with ext4lite; onCorruption is
+// its ext4lite.Options.OnCorruption.
+func openVolume(v Volume, onCorruption func(error)) (*ext4lite.FS, error) {
+	opts := ext4lite.Options{ReadOnly: v.ReadOnly, OnCorruption: onCorruption}
 	if v.File == nil {
 		return ext4lite.OpenVolume(v.Path, opts)
 	}

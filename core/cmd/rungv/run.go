@@ -233,6 +233,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if f.debug {
 		cfg.LogWriter, cfg.Debug = os.Stderr, true
 	}
+	cfg.VolumeErrors = prefixWriter{w: os.Stderr, prefix: "rungv: "}
 	var outs outputPipes
 	stdout, stderr, releaseStreams, err := outs.initStreams()
 	if err != nil {
@@ -699,4 +700,18 @@ func (c *controlEndpoint) close() {
 	if c.conn != nil {
 		c.conn.Close()
 	}
+}
+
+// prefixWriter writes each Write, a line, after prefix.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+// Write implements io.Writer.
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := p.w.Write(append([]byte(p.prefix), b...)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
