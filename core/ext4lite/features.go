@@ -1,7 +1,9 @@
 package ext4lite
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"z.gfire.dev/gvx/core/ext4lite/disk"
 )
@@ -29,14 +31,18 @@ const (
 	readOnlyCompat = disk.CompatFastCommit | disk.CompatOrphanFile
 )
 
+// ErrUnsupported is wrapped by the error of opening a filesystem that uses
+// features ext4lite cannot read, or cannot write when opened read-write.
+var ErrUnsupported = errors.New("ext4lite: unsupported filesystem features")
+
 // checkFeatures refuses filesystems ext4lite cannot handle, naming the
-// features.
+// features and how to make a volume without them.
 func checkFeatures(sb *disk.Superblock, readOnly bool) error {
-	if bad := sb.FeatureIncompat()&refusedIncompat | sb.FeatureIncompat()&^knownIncompat; bad != 0 {
-		return fmt.Errorf("ext4lite: filesystem uses feature(s) %s, which ext4lite does not support at all", disk.FeatureString("incompat", bad))
-	}
-	if bad := sb.FeatureRoCompat() & refusedRoCompat; bad != 0 {
-		return fmt.Errorf("ext4lite: filesystem uses feature(s) %s, which ext4lite does not support at all", disk.FeatureString("ro_compat", bad))
+	var unreadable []string
+	unreadable = append(unreadable, disk.FeatureNames("incompat", sb.FeatureIncompat()&refusedIncompat|sb.FeatureIncompat()&^knownIncompat)...)
+	unreadable = append(unreadable, disk.FeatureNames("ro_compat", sb.FeatureRoCompat()&refusedRoCompat)...)
+	if len(unreadable) > 0 {
+		return fmt.Errorf("%w: the filesystem uses %s, which ext4lite cannot read: %s", ErrUnsupported, strings.Join(unreadable, ", "), makeWithout(unreadable))
 	}
 	if readOnly {
 		return nil
@@ -49,7 +55,21 @@ func checkFeatures(sb *disk.Superblock, readOnly bool) error {
 		names = append(names, "no extent")
 	}
 	if len(names) > 0 {
-		return fmt.Errorf("ext4lite: filesystem uses feature(s) %v, which ext4lite can only open read-only", names)
+		return fmt.Errorf("%w: the filesystem uses %s, which ext4lite can only open read-only: mount it read-only, or %s", ErrUnsupported, strings.Join(names, ", "), makeWithout(names))
 	}
 	return nil
+}
+
+// makeWithout says how to make a volume without the features names.
+func makeWithout(names []string) string {
+	opts := make([]string, len(names))
+	for i, n := range names {
+		if n == "no extent" {
+			opts[i] = "extent"
+		} else {
+			opts[i] = "^" + n
+		}
+	}
+	o := strings.Join(opts, ",")
+	return fmt.Sprintf("make a volume without them with `rungv volume create`, or with `mke2fs -t ext4 -O %s` (`tune2fs -O %s` changes some features of an existing one)", o, o)
 }

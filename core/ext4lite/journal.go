@@ -61,6 +61,9 @@ func (l *journalLog) WriteBlock(n uint32, p []byte) error {
 // openJournal finds the journal and its superblock.
 func (fs *FS) openJournal() error {
 	jino := fs.sb.JournalInum()
+	if jino == 0 && fs.sb.JournalDev() != 0 {
+		return fmt.Errorf("%w: the filesystem's journal is on another device (%#x), which ext4lite cannot use: give it an internal journal with `tune2fs -O ^has_journal` then `tune2fs -j`, or make a volume with `rungv volume create`", ErrUnsupported, fs.sb.JournalDev())
+	}
 	if jino == 0 || jino > fs.geo.inodesCount {
 		return corruptf("has_journal is set but the journal inode is %d", jino)
 	}

@@ -1,7 +1,9 @@
 package ext4lite
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -146,6 +148,9 @@ func orDefault(v, d int) int {
 func (fs *FS) readSuper() error {
 	buf := make([]byte, disk.SuperblockSize)
 	if _, err := fs.dev.ReadAt(buf, disk.SuperblockOffset); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("ext4lite: the image ends before its superblock (bytes %d to %d): it is no ext4 filesystem, or a cut-short one", disk.SuperblockOffset, disk.SuperblockOffset+disk.SuperblockSize)
+		}
 		return fmt.Errorf("ext4lite: read superblock: %w", ioError(err))
 	}
 	if len(fs.overlay) > 0 && fs.geo.blockSize != 0 {

@@ -72,7 +72,7 @@ func openVolumes(vols []Volume, errs io.Writer) ([]*ext4fs.Volume, error) {
 	for _, v := range vols {
 		fs, err := openVolume(v, corruptionReporter(errs, v.name()))
 		switch {
-		case errors.Is(err, blockdev.ErrInUse), errors.Is(err, hostfile.ErrKind):
+		case errors.Is(err, blockdev.ErrInUse), errors.Is(err, hostfile.ErrKind), errors.Is(err, ext4lite.ErrUnsupported):
 			// The error says what to do; the image is not in question.
 			return nil, fmt.Errorf("sentry: opening volume %s for %s: %w", v.name(), v.Target, err)
 		case err != nil:

@@ -276,6 +276,9 @@ func (s *Superblock) ReservedGdtBlocks() uint16 { return s.u16(sbReservedGdtBloc
 // JournalInum is s_journal_inum.
 func (s *Superblock) JournalInum() uint32 { return s.u32(sbJournalInum) }
 
+// JournalDev is s_journal_dev: the device of an external journal, or 0.
+func (s *Superblock) JournalDev() uint32 { return s.u32(sbJournalDev) }
+
 // LastOrphan is s_last_orphan, the head of the orphan inode list.
 func (s *Superblock) LastOrphan() uint32 { return s.u32(sbLastOrphan) }
 
