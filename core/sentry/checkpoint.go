@@ -293,10 +293,25 @@ func writeSnapshotHeader(w io.Writer, meta snapshotMeta) error {
 	return nil
 }
 
+// headerReadError explains a failure to read a snapshot's header after n
+// bytes, which began with start: an end of the stream there means an empty
+// or cut-short file, if it began as a snapshot does.
+func headerReadError(err error, start []byte, n int) error {
+	switch {
+	case n == 0 && errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: it is empty", ErrNotSnapshot)
+	case !strings.HasPrefix(snapshotMagic, string(start[:min(len(start), len(snapshotMagic))])):
+		return fmt.Errorf("%w: it does not start with %q", ErrNotSnapshot, snapshotMagic)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: it ends after %d bytes, inside its header (cut short? take it again)", ErrSnapshotDamaged, n)
+	}
+	return fmt.Errorf("%w: %w", ErrNotSnapshot, err)
+}
+
 func readSnapshotHeader(r io.Reader) (snapshotMeta, error) {
 	var fixed [len(snapshotMagic) + 4]byte
-	if _, err := io.ReadFull(r, fixed[:]); err != nil {
-		return snapshotMeta{}, fmt.Errorf("%w: %v", ErrNotSnapshot, err)
+	if n, err := io.ReadFull(r, fixed[:]); err != nil {
+		return snapshotMeta{}, headerReadError(err, fixed[:n], n)
 	}
 	if string(fixed[:len(snapshotMagic)]) != snapshotMagic {
 		return snapshotMeta{}, fmt.Errorf("%w: it does not start with %q", ErrNotSnapshot, snapshotMagic)
@@ -306,8 +321,8 @@ func readSnapshotHeader(r io.Reader) (snapshotMeta, error) {
 		return snapshotMeta{}, fmt.Errorf("%w: its metadata claims %d bytes", ErrNotSnapshot, n)
 	}
 	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return snapshotMeta{}, fmt.Errorf("%w: %v", ErrNotSnapshot, err)
+	if k, err := io.ReadFull(r, b); err != nil {
+		return snapshotMeta{}, headerReadError(err, fixed[:], len(fixed)+k)
 	}
 	var meta snapshotMeta
 	if err := json.Unmarshal(b, &meta); err != nil {

@@ -259,7 +259,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			stdin = os.Stdin
 		}
 		if sb, err = sentry.Restore(cfg, snapshot, sentry.RestoreStdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}); err != nil {
-			return err
+			return fmt.Errorf("--restore %s: %w", f.restore, err)
 		}
 		p = sb.Init()
 	} else if sb, err = sentry.New(cfg); err != nil {
