@@ -197,11 +197,13 @@ func debugfsRun(t *testing.T, img string, write bool, requests ...string) string
 		t.Fatalf("debugfs %q on %s: %v\n%s", requests, img, err, out)
 	}
 	if write {
-		// debugfs exits 0 after a failed request; the changes print
-		// nothing but the requests' echoes.
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if !strings.HasPrefix(l, "debugfs") {
-				t.Fatalf("debugfs %q on %s failed: %s", requests, img, out)
+		// debugfs exits 0 after a failed request, which it reports as
+		// "request: why".
+		for _, l := range strings.Split(string(out), "\n") {
+			for _, req := range requests {
+				if cmd, _, _ := strings.Cut(req, " "); strings.HasPrefix(l, cmd+": ") {
+					t.Fatalf("debugfs %q on %s failed: %s", requests, img, out)
+				}
 			}
 		}
 	}
