@@ -2,10 +2,12 @@ package image
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +39,26 @@ type LayerError struct {
 }
 
 func (e *LayerError) Error() string {
-	return fmt.Sprintf("layer %d, entry %q: %s", e.Layer, e.Entry, e.Reason)
+	return fmt.Sprintf("layer %d, entry %s: %s; %s", e.Layer, quoteEntry(e.Entry), e.Reason, layerAdvice)
+}
+
+// layerAdvice ends every error about a layer's content: whether the layer
+// was written wrong, damaged on the way or made to attack, the remedy is
+// another copy of the image.
+const layerAdvice = "the layer is malformed, damaged or hostile: rebuild the image, or get it again from where it came from"
+
+// maxQuotedEntry bounds how much of an entry's name an error quotes: a
+// name may be as long as a PAX header, which is far longer than any
+// terminal line.
+const maxQuotedEntry = 256
+
+// quoteEntry quotes a tar entry's name for an error, cut short with its
+// length if it is long.
+func quoteEntry(name string) string {
+	if len(name) <= maxQuotedEntry {
+		return strconv.Quote(name)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(name[:maxQuotedEntry]), len(name))
 }
 
 // FlattenStats counts what the layers contained.
@@ -99,26 +120,54 @@ func (f *Flattener) Stats() FlattenStats {
 // ApplyLayer reads one uncompressed layer tar and applies it on top of the
 // tree.
 func (f *Flattener) ApplyLayer(r io.Reader) error {
+	return f.ApplyLayerContext(context.Background(), r)
+}
+
+// ApplyLayerContext is ApplyLayer, ending with ctx's error once ctx is
+// done. Checking the stream is not enough: a sparse entry's holes cost no
+// reads from it, and one small entry may claim terabytes of them.
+func (f *Flattener) ApplyLayerContext(ctx context.Context, r io.Reader) error {
 	f.layer++
 	f.touched = make(map[dirent]bool)
-	tr := tar.NewReader(r)
+	tr := &cancellableTar{ctx: ctx, r: tar.NewReader(r)}
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			return nil
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err != nil {
-			return fmt.Errorf("layer %d: reading the tar stream after %d entries: %w (the layer is truncated or corrupt)", f.layer, f.stats.Entries, err)
+			return fmt.Errorf("layer %d: reading the tar stream after %d entries: %w (the layer is truncated or corrupt: get the image again from where it came from, or rebuild it)", f.layer, f.stats.Entries, err)
 		}
 		f.stats.Entries++
 		if err := f.apply(hdr, tr); err != nil {
 			var le *LayerError
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
 			if errors.As(err, &le) {
 				return err
 			}
 			return &LayerError{Layer: f.layer, Entry: hdr.Name, Reason: err.Error()}
 		}
 	}
+}
+
+// cancellableTar reads a tar's entries until its context is done.
+type cancellableTar struct {
+	ctx context.Context
+	r   *tar.Reader
+}
+
+func (c *cancellableTar) Next() (*tar.Header, error) { return c.r.Next() }
+
+func (c *cancellableTar) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
 }
 
 func (f *Flattener) fail(hdr *tar.Header, format string, args ...any) error {
@@ -135,7 +184,7 @@ func cleanPath(name string) ([]string, error) {
 		case "", ".":
 			continue
 		case "..":
-			return nil, errors.New(`the path has a ".." component; layers must not reach outside the root (the image is malformed or hostile: rebuild it)`)
+			return nil, errors.New(`the path has a ".." component; layers must not reach outside the root`)
 		}
 		if len(c) > maxNameLen {
 			return nil, fmt.Errorf("a path component is %d bytes long; the limit is %d", len(c), maxNameLen)
@@ -299,7 +348,7 @@ func (f *Flattener) mkdirAll(hdr *tar.Header, parts []string) (*fstree.Node, err
 			c = fstree.NewDir(0o755)
 			d.Children[name] = c
 		case c.Type() == fstree.TypeSymlink:
-			return nil, f.fail(hdr, "its parent %q is a symlink (to %q); a layer may not write through a symlink (the image is malformed or hostile: rebuild it)", strings.Join(parts[:i+1], "/"), c.Target)
+			return nil, f.fail(hdr, "its parent %q is a symlink (to %q); a layer may not write through a symlink", strings.Join(parts[:i+1], "/"), c.Target)
 		case !c.IsDir():
 			return nil, f.fail(hdr, "its parent %q is a %s, not a directory", strings.Join(parts[:i+1], "/"), fstree.TypeName(c.Mode))
 		}

@@ -3,10 +3,18 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"z.gfire.dev/gvx/core/fstree"
 	"z.gfire.dev/gvx/core/internal/testimage"
@@ -226,5 +234,89 @@ func TestFlattenTruncatedTar(t *testing.T) {
 	err = f.ApplyLayer(bytes.NewReader(raw[:3000]))
 	if err == nil || !strings.Contains(err.Error(), "content ended") && !strings.Contains(err.Error(), "truncated") {
 		t.Fatalf("truncated tar: got %v", err)
+	}
+}
+
+// discardSink reads and drops content.
+type discardSink struct{}
+
+func (discardSink) AddFile(r io.Reader, size int64) (uint64, error) {
+	_, err := io.CopyN(io.Discard, r, size)
+	return 0, err
+}
+
+// sparseLayer is a layer of one GNU sparse file (PAX format 0.1) of
+// realSize bytes holding 5 bytes of data: what archive/tar reads as
+// realSize bytes, almost all of them holes that cost no reads from the
+// stream.
+func sparseLayer(realSize int64) []byte {
+	rec := ""
+	for _, kv := range [][2]string{{"GNU.sparse.major", "0"}, {"GNU.sparse.minor", "1"}, {"GNU.sparse.name", "s"},
+		{"GNU.sparse.realsize", strconv.FormatInt(realSize, 10)}, {"GNU.sparse.numblocks", "1"}, {"GNU.sparse.map", "0,5"}} {
+		line := " " + kv[0] + "=" + kv[1] + "\n"
+		n := len(line) + 1
+		for n != len(strconv.Itoa(n))+len(line) {
+			n = len(strconv.Itoa(n)) + len(line)
+		}
+		rec += strconv.Itoa(n) + line
+	}
+	var buf bytes.Buffer
+	block := func(name string, typ byte, body string) {
+		h := make([]byte, 512)
+		copy(h, name)
+		copy(h[100:], "0000644\x00")
+		copy(h[108:], "0000000\x00")
+		copy(h[116:], "0000000\x00")
+		copy(h[124:], fmt.Sprintf("%011o\x00", len(body)))
+		copy(h[136:], "00000000001\x00")
+		h[156] = typ
+		copy(h[257:], "ustar\x0000")
+		copy(h[148:156], "        ")
+		sum := 0
+		for _, b := range h {
+			sum += int(b)
+		}
+		copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+		buf.Write(h)
+		buf.WriteString(body)
+		buf.Write(make([]byte, (512-len(body)%512)%512))
+	}
+	block("PaxHeaders/s", tar.TypeXHeader, rec)
+	block("s", tar.TypeReg, "hello")
+	buf.Write(make([]byte, 1024))
+	return buf.Bytes()
+}
+
+// TestFlattenCancelledInSparseHoles: a pull cancelled (SIGINT, SIGTERM)
+// while a tiny layer's sparse entry claims 16 TiB of holes ends at once;
+// the holes cost no reads from the stream, so watching the stream alone
+// left rungv converting zeros for minutes.
+func TestFlattenCancelledInSparseHoles(t *testing.T) {
+	raw := sparseLayer(16 << 40)
+	sum := sha256.Sum256(raw)
+	img := &Image{Layers: []Layer{{
+		DiffID: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])},
+		Source: "test",
+		open:   func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil },
+	}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := Flatten(ctx, img, discardSink{}, FlattenOptions{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Flatten returned before the cancel: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Flatten after the cancel: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flatten still converting holes 10 s after the cancel")
 	}
 }

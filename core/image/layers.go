@@ -107,13 +107,18 @@ type layerSource struct {
 
 func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, progress func(Progress)) error {
 	l := s.layer
+	// A docker archive's layer blob is named by its diff_id alone.
+	named := l.Blob.Digest
+	if named.Hex == "" {
+		named = l.DiffID
+	}
 	diffHash, err := v1.Hasher(l.DiffID.Algorithm)
 	if err != nil {
 		return &BlobError{Kind: KindLayer, Digest: l.DiffID, Source: l.Source, Reason: "its diff_id cannot be checked", Err: err}
 	}
 	rc, err := l.open()
 	if err != nil {
-		return &BlobError{Kind: KindLayer, Digest: l.Blob.Digest, Source: l.Source, Reason: "opening it", Err: err}
+		return &BlobError{Kind: KindLayer, Digest: named, Source: l.Source, Reason: "opening it", Err: err}
 	}
 	defer rc.Close()
 	var (
@@ -140,7 +145,7 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 		s.gzipped = gzipped
 		return io.TeeReader(r, diffHash), release, nil
 	})
-	err = readLayer(f, ra)
+	err = readLayer(ctx, f, ra)
 	// Stops the producer: from here on this goroutine alone reads the blob.
 	ra.Close()
 	if err := ctx.Err(); err != nil {
@@ -161,23 +166,19 @@ func (s *layerSource) apply(ctx context.Context, f *Flattener, p *Progress, prog
 	// stream that readLayer saw.
 	if got := hex.EncodeToString(diffHash.Sum(nil)); got != l.DiffID.Hex {
 		reason := fmt.Sprintf("its uncompressed content has digest %s:%s, but the image config gives the diff_id %s", l.DiffID.Algorithm, got, l.DiffID)
-		d := l.Blob.Digest
-		if d.Hex == "" {
-			d = l.DiffID
-		}
-		return &BlobError{Kind: KindLayer, Digest: d, Source: l.Source, Reason: reason}
+		return &BlobError{Kind: KindLayer, Digest: named, Source: l.Source, Reason: reason}
 	}
 	return nil
 }
 
 // readLayer applies one uncompressed layer from r, and reads r to its end.
-func readLayer(f *Flattener, r io.Reader) error {
-	if err := f.ApplyLayer(r); err != nil {
+func readLayer(ctx context.Context, f *Flattener, r io.Reader) error {
+	if err := f.ApplyLayerContext(ctx, r); err != nil {
 		return err
 	}
 	// The tar end marker may be followed by padding; the digest covers it.
 	if _, err := io.Copy(io.Discard, r); err != nil {
-		return fmt.Errorf("reading past the end of the tar stream: %w (the blob is truncated or corrupt)", err)
+		return fmt.Errorf("reading past the end of the tar stream: %w (the blob is truncated or corrupt: get the image again from where it came from, or rebuild it)", err)
 	}
 	return nil
 }

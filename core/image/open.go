@@ -120,7 +120,7 @@ func imageFromManifest(digest v1.Hash, raw []byte, where func(v1.Hash) string, o
 		return nil, &BlobError{Kind: KindConfig, Digest: cd.Digest, Source: where(cd.Digest), Reason: "it is not an image config", Err: err}
 	}
 	if len(cf.RootFS.DiffIDs) != len(m.Layers) {
-		return nil, fmt.Errorf("the image config lists %d layers (rootfs.diff_ids) but manifest %s lists %d; the image is malformed", len(cf.RootFS.DiffIDs), digest, len(m.Layers))
+		return nil, fmt.Errorf("the image config lists %d layers (rootfs.diff_ids) but manifest %s lists %d; the image is malformed: rebuild it", len(cf.RootFS.DiffIDs), digest, len(m.Layers))
 	}
 	img := &Image{Digest: digest, ID: cd.Digest, Config: cf}
 	for i, d := range m.Layers {
@@ -214,17 +214,18 @@ func registryHint(err error, insecure bool) string {
 
 func openLayout(ref Reference, opts Options) (*Image, error) {
 	if _, err := os.Stat(ref.Path); err != nil {
-		return nil, fmt.Errorf("OCI layout %q: %w", ref.Path, err)
+		return nil, fmt.Errorf("OCI layout %q: %w (check the path: oci:DIR names a directory)", ref.Path, err)
 	}
 	l := layoutBlobs{dir: ref.Path}
 	// index.json is the layout's root: nothing names it by digest.
+	const layoutHint = " (is it an OCI image layout with index.json and oci-layout?)"
 	raw, err := readRegular(filepath.Join(ref.Path, "index.json"), maxJSONBlob)
 	if err != nil {
-		return nil, fmt.Errorf("OCI layout %q: %w (is it an OCI image layout with index.json and oci-layout?)", ref.Path, err)
+		return nil, fmt.Errorf("OCI layout %q: %w%s", ref.Path, err, layoutHint)
 	}
 	im, err := v1.ParseIndexManifest(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("OCI layout %q: reading index.json: %w", ref.Path, err)
+		return nil, fmt.Errorf("OCI layout %q: reading index.json: %w%s", ref.Path, err, layoutHint)
 	}
 	var candidates []v1.Descriptor
 	for _, d := range im.Manifests {
@@ -247,7 +248,7 @@ func openLayout(ref Reference, opts Options) (*Image, error) {
 	case len(candidates) == 0 && ref.Tag != "":
 		return nil, fmt.Errorf("OCI layout %q has no image tagged %q; it has: %s", ref.Path, ref.Tag, layoutNames(im))
 	case len(candidates) == 0:
-		return nil, fmt.Errorf("OCI layout %q is empty", ref.Path)
+		return nil, fmt.Errorf("OCI layout %q is empty: its index.json lists no image (is it the layout you meant?)", ref.Path)
 	case len(candidates) > 1:
 		// Several platforms of one image are fine; several images are
 		// ambiguous.
@@ -296,7 +297,7 @@ func (l layoutBlobs) image(d v1.Descriptor, p v1.Platform) (*Image, error) {
 		return l.pickPlatform(im.Manifests, p)
 	}
 	if !d.MediaType.IsImage() {
-		return nil, fmt.Errorf("manifest %s has media type %q, which is not an image", d.Digest, d.MediaType)
+		return nil, fmt.Errorf("manifest %s has media type %q, which is not an image; want an OCI or Docker image manifest or index (the layout is malformed: write it again)", d.Digest, d.MediaType)
 	}
 	raw, err := readJSONBlob(KindManifest, d, l.path(d.Digest), open)
 	if err != nil {
@@ -316,7 +317,7 @@ func (l layoutBlobs) pickPlatform(ds []v1.Descriptor, p v1.Platform) (*Image, er
 			return l.image(d, p)
 		}
 	}
-	return nil, fmt.Errorf("no image for platform %s (available: %s)", p.String(), strings.Join(seen, ", "))
+	return nil, fmt.Errorf("no image for platform %s (available: %s); gvx runs linux/amd64 images: pick an image built for it", p.String(), strings.Join(seen, ", "))
 }
 
 // openRegular opens a file the user named for reading, refusing anything
@@ -384,7 +385,7 @@ func layoutNames(im *v1.IndexManifest) string {
 
 func openArchive(ref Reference) (*Image, error) {
 	if _, err := os.Stat(ref.Path); err != nil {
-		return nil, fmt.Errorf("docker archive %q: %w", ref.Path, err)
+		return nil, fmt.Errorf("docker archive %q: %w (check the path: docker-archive:FILE.tar names a `docker save` tarball)", ref.Path, err)
 	}
 	var tag *name.Tag
 	if ref.Name != "" {
@@ -409,7 +410,7 @@ func openArchive(ref Reference) (*Image, error) {
 	}
 	where := func(file string) string { return ref.Path + ", entry " + file }
 	if raw, err = readArchiveEntry(ref.Path, desc.Config); err != nil {
-		return nil, fmt.Errorf("docker archive %q: reading the config: %w", ref.Path, err)
+		return nil, fmt.Errorf("docker archive %q: reading the config that manifest.json names: %w (the archive is incomplete or malformed: save it again)", ref.Path, err)
 	}
 	// A docker archive has no manifest blob: the config is named by its
 	// file name, where that is a digest (Docker writes HEX.json, or
@@ -434,7 +435,7 @@ func openArchive(ref Reference) (*Image, error) {
 		return nil, &BlobError{Kind: KindConfig, Digest: id, Source: where(desc.Config), Reason: "it is not an image config", Err: err}
 	}
 	if len(cf.RootFS.DiffIDs) != len(desc.Layers) {
-		return nil, fmt.Errorf("docker archive %q: the image config lists %d layers (rootfs.diff_ids) but manifest.json %d; the image is malformed", ref.Path, len(cf.RootFS.DiffIDs), len(desc.Layers))
+		return nil, fmt.Errorf("docker archive %q: the image config lists %d layers (rootfs.diff_ids) but manifest.json %d; the archive is malformed: save it again", ref.Path, len(cf.RootFS.DiffIDs), len(desc.Layers))
 	}
 	img := &Image{ID: id, Config: cf}
 	for i, file := range desc.Layers {
