@@ -3,6 +3,7 @@ package sentry
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"io"
 	"os"
 	"runtime"
@@ -239,8 +240,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Hostname == "" {
 		c.Hostname = defaultHostname
 	}
-	if len(c.Hostname) > 64 {
-		return c, fmt.Errorf("sentry: hostname %q is longer than 64 bytes", c.Hostname)
+	if err := CheckHostname(c.Hostname); err != nil {
+		return c, fmt.Errorf("sentry: %w", err)
 	}
 	if err := c.CheckLimits(); err != nil {
 		return c, err
@@ -262,4 +263,24 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// CheckHostname refuses what docker run --hostname refuses: a name that is
+// not dot-separated RFC 1123 labels (letters, digits and inner hyphens), or
+// is longer than the 64 bytes uname's nodename holds.
+func CheckHostname(h string) error {
+	const want = "give letters, digits, hyphens and dots, such as box-1.example, at most 64 bytes"
+	if len(h) > 64 {
+		return fmt.Errorf("hostname %.64q… is %d bytes long; %s", h, len(h), want)
+	}
+	for _, label := range strings.Split(h, ".") {
+		ok := label != "" && label[0] != '-' && label[len(label)-1] != '-'
+		for _, r := range label {
+			ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+		}
+		if !ok {
+			return fmt.Errorf("hostname %q is not a valid host name; %s", h, want)
+		}
+	}
+	return nil
 }

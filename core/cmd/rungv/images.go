@@ -45,7 +45,7 @@ Registry credentials come from ~/.docker/config.json.`,
 			opts := store.PullOptions{Options: image.Options{Insecure: insecure}}
 			if platform != "" {
 				p, err := v1.ParsePlatform(platform)
-				if err != nil || !strings.Contains(platform, "/") {
+				if err != nil || !strings.Contains(platform, "/") || p.OS == "" || p.Architecture == "" {
 					return fmt.Errorf("--platform %q: want OS/ARCH[/VARIANT], e.g. linux/amd64", platform)
 				}
 				if p.OS != "linux" {

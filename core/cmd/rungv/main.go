@@ -21,9 +21,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/store"
@@ -71,6 +73,7 @@ cache (` + "`rungv pull`" + `) and state in single-file ext4 volumes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentFlags().StringVar(&g.cache, "cache", "", "image cache directory (default $GVX_CACHE or ~/.cache/gvx)")
 	root.AddCommand(
 		newPullCommand(g),
@@ -84,6 +87,37 @@ cache (` + "`rungv pull`" + `) and state in single-file ext4 volumes.`,
 		newPlatformProbeCommand(),
 	)
 	return root
+}
+
+// flagError rewrites the errors of parsing flags, which quote strconv
+// ("strconv.ParseInt: parsing \"x\": invalid syntax"), to say what to give.
+// Subcommands inherit it from the root.
+func flagError(cmd *cobra.Command, err error) error {
+	var invalid *pflag.InvalidValueError
+	if errors.As(err, &invalid) {
+		f := invalid.GetFlag()
+		what := "is not valid"
+		if errors.Is(err, strconv.ErrRange) {
+			what = "is out of range"
+		}
+		return fmt.Errorf("--%s %q %s: %s", f.Name, invalid.GetValue(), what, flagWant(f.Value.Type()))
+	}
+	return fmt.Errorf("%w (`%s --help` lists the flags it takes)", err, cmd.CommandPath())
+}
+
+// flagWant says what a flag of a pflag value type takes.
+func flagWant(typ string) string {
+	switch typ {
+	case "bool":
+		return "give true or false, or the flag alone for true"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "give a whole number"
+	case "float32", "float64":
+		return "give a number, such as 2 or 0.5"
+	case "duration":
+		return "give a duration such as 30s, 5m or 1h30m"
+	}
+	return "see --help for what it takes"
 }
 
 func (g *globalFlags) store() (*store.Store, error) {

@@ -483,6 +483,11 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	if err := cfg.CheckLimits(); err != nil {
 		return cfg, f.limitError(err)
 	}
+	if f.hostname != "" {
+		if err := sentry.CheckHostname(f.hostname); err != nil {
+			return cfg, fmt.Errorf("--hostname: %w", err)
+		}
+	}
 	cfg.Hostname = f.hostname
 	cfg.NoSpinning = !f.spin
 	cfg.NetRaw = f.netRaw
