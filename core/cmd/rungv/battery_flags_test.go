@@ -175,7 +175,8 @@ func TestBatteryBadFlags(t *testing.T) {
 		fifo:    filepath.Join(dir, "fifo"),
 		file:    filepath.Join(dir, "file"),
 		missing: filepath.Join(dir, "missing"),
-		long:    strings.Repeat("L", battery.Count(4<<10, 1<<20)),
+		// The kernel takes one argument of at most 128 KiB (MAX_ARG_STRLEN).
+		long: strings.Repeat("L", battery.Count(4<<10, 100<<10)),
 	}
 	mkfifo(t, fx.fifo)
 	if err := os.WriteFile(fx.file, []byte("not what the flag wants\n"), 0o644); err != nil {

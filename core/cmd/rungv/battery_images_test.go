@@ -491,7 +491,7 @@ func layerCases() []layerCase {
 				b.data[i] ^= 0x5a
 			}
 			return b
-		}), want: []string{"layer 1", "gzip"}},
+		}), want: []string{"layer 1", "corrupt"}},
 		{name: "gzip truncated", layers: one(func(t *testing.T) blob {
 			b := gzBlob(t, tarOf(t, file("a", strings.Repeat("hello ", 4000))))
 			b.data = b.data[:len(b.data)/2]
