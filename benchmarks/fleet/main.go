@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
-	"z.gfire.dev/gvx/core/gvx"
 	fleetpkg "z.gfire.dev/gvx/benchmarks/internal/fleet"
+	"z.gfire.dev/gvx/core/gvx"
 )
 
 var (

@@ -3,11 +3,11 @@ package sentry
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"io"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"

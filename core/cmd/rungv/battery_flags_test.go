@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"z.gfire.dev/gvx/core/internal/battery"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 // badByType are the bad values every flag of a pflag value type gets.

@@ -37,7 +37,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"z.gfire.dev/gvx/core/image"
-	"z.gfire.dev/gvx/core/internal/battery"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 // blob is one layer blob of a hostile image.

@@ -18,12 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/internal/battery"
+	"z.gfire.dev/gvx/internal/battery"
 )
-
-// hangDeadline is how long a case may run before it counts as a hang. It
-// is generous: the figure the battery reports is the slowest case.
-const hangDeadline = 20 * time.Second
 
 // outcome is how one case ended.
 type outcome int
@@ -41,15 +37,15 @@ func (o outcome) String() string {
 	return [...]string{"clear error", "worked", "UNCLEAR ERROR", "HANG", "PANIC", "TRACE"}[o]
 }
 
-// tally counts the outcomes of a battery part and its slowest case.
-type tally struct {
+// inputTally counts the outcomes of a battery part and its slowest case.
+type inputTally struct {
 	n       [outcomeTrace + 1]int
 	tried   int
 	slowest time.Duration
 	slowOne string
 }
 
-func (ty *tally) add(t *testing.T, name string, o outcome, took time.Duration, detail string) {
+func (ty *inputTally) add(t *testing.T, name string, o outcome, took time.Duration, detail string) {
 	t.Helper()
 	ty.tried++
 	ty.n[o]++
@@ -64,7 +60,7 @@ func (ty *tally) add(t *testing.T, name string, o outcome, took time.Duration, d
 	}
 }
 
-func (ty *tally) report(t *testing.T, title string) {
+func (ty *inputTally) report(t *testing.T, title string) {
 	t.Helper()
 	battery.Table(t, title,
 		[]string{"cases tried", "clear errors", "correct behaviour", "hangs", "panics", "traces", "unclear errors", "slowest case (ms)"},

@@ -145,7 +145,7 @@ func TestBatteryCorruptSnapshots(t *testing.T) {
 			return snap, p
 		}, names: "text.ext4"},
 	)
-	var ty tally
+	var ty inputTally
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/internal/battery"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 // hangDeadline is how long a case may run before it counts as a hang. It is

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"z.gfire.dev/gvx/core/internal/battery"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 // bigDirEntries is how many names the large directory holds: enough, with
@@ -490,7 +490,7 @@ func TestBatteryCorruptVolumes(t *testing.T) {
 	if battery.Full() {
 		modes = append(modes, ",readonly")
 	}
-	var ty tally
+	var ty inputTally
 	for i, c := range volumeCases() {
 		if !battery.Full() && rng.IntN(3) != 0 {
 			continue
@@ -585,7 +585,7 @@ func TestBatteryExoticVolumes(t *testing.T) {
 	img := testImage(t)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(battery.Seed(t), 1))
-	var ty tally
+	var ty inputTally
 	for i, e := range exoticVolumes() {
 		if !battery.Full() && rng.IntN(4) != 0 {
 			continue

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/internal/battery"
 	"z.gfire.dev/gvx/core/internal/escapeprobe"
 	"z.gfire.dev/gvx/core/internal/testimage"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 // TestBatteryEscape is the escape part of the reliability battery (issue

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/internal/battery"
 	"z.gfire.dev/gvx/core/internal/hoststate"
 	"z.gfire.dev/gvx/core/internal/proctree"
+	"z.gfire.dev/gvx/internal/battery"
 )
 
 // Battery runs probes and judges the host.
