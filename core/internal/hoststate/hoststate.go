@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -90,6 +91,24 @@ func Snapshot(logf func(format string, args ...any), exclude ...string) (State, 
 		state[name] = v
 	}
 	return state, nil
+}
+
+// Busy are the aspects that anything else running on the host changes
+// too — other tests' files, processes and listeners (go test runs packages
+// at once) — so a test can prove a sandbox left them alone only with a quiet
+// window to compare against, as the escape battery does.
+var Busy = []string{"files", "processes", "listening sockets"}
+
+// WithoutBusy returns s without the Busy aspects, for tests that compare the
+// host's network, mounts, cgroups and kernel state while other tests run.
+func (s State) WithoutBusy() State {
+	out := State{}
+	for k, v := range s {
+		if !slices.Contains(Busy, k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Change is one line of an aspect that is only before (Sign '-') or only
