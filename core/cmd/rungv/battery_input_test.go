@@ -7,8 +7,6 @@ package main
 // time is measured; the slowest is reported, not asserted.
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,89 +14,20 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"z.gfire.dev/gvx/internal/battery"
 )
 
-// outcome is how one case ended.
-type outcome int
-
-const (
-	outcomeClear   outcome = iota // refused, or an I/O error rungv explained
-	outcomeWorked                 // correct behaviour
-	outcomeUnclear                // an error that does not say what and what to do
-	outcomeHang
-	outcomePanic
-	outcomeTrace
-)
-
-func (o outcome) String() string {
-	return [...]string{"clear error", "worked", "UNCLEAR ERROR", "HANG", "PANIC", "TRACE"}[o]
-}
-
-// inputTally counts the outcomes of a battery part and its slowest case.
-type inputTally struct {
-	n       [outcomeTrace + 1]int
-	tried   int
-	slowest time.Duration
-	slowOne string
-}
-
-func (ty *inputTally) add(t *testing.T, name string, o outcome, took time.Duration, detail string) {
+// runBounded runs rungv with args and the shared cache, killing it at
+// hangDeadline.
+func runBounded(t *testing.T, args ...string) runResult {
 	t.Helper()
-	ty.tried++
-	ty.n[o]++
-	if took > ty.slowest {
-		ty.slowest, ty.slowOne = took, name
-	}
-	switch o {
-	case outcomeClear, outcomeWorked:
-		t.Logf("%s: %s in %v: %s", name, o, took.Round(time.Millisecond), truncate(detail, 300))
-	default:
-		t.Errorf("%s: %s after %v: %s", name, o, took.Round(time.Millisecond), detail)
-	}
-}
-
-func (ty *inputTally) report(t *testing.T, title string) {
-	t.Helper()
-	battery.Table(t, title,
-		[]string{"cases tried", "clear errors", "correct behaviour", "hangs", "panics", "traces", "unclear errors", "slowest case (ms)"},
-		[]string{strconv.Itoa(ty.tried), strconv.Itoa(ty.n[outcomeClear]), strconv.Itoa(ty.n[outcomeWorked]),
-			strconv.Itoa(ty.n[outcomeHang]), strconv.Itoa(ty.n[outcomePanic]), strconv.Itoa(ty.n[outcomeTrace]),
-			strconv.Itoa(ty.n[outcomeUnclear]), fmt.Sprintf("%d (%s)", ty.slowest.Milliseconds(), ty.slowOne)})
-}
-
-// ran is what one rungv invocation did.
-type ran struct {
-	stdout, stderr string
-	code           int
-	hung           bool
-	took           time.Duration
-}
-
-// runBounded runs rungv with args, killing it after hangDeadline.
-func runBounded(t *testing.T, args ...string) ran {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangDeadline)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, rungvBinary, append([]string{"--cache", sharedCache(t)}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := ran{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start), hung: ctx.Err() != nil}
-	if cmd.ProcessState != nil {
-		r.code = cmd.ProcessState.ExitCode()
-	} else if err != nil {
+	r, err := runRungv(nil, "", append([]string{"--cache", sharedCache(t)}, args...)...)
+	if err != nil {
 		t.Fatalf("starting rungv: %v", err)
 	}
 	return r
 }
 
 var (
-	goTrace   = regexp.MustCompile(`goroutine \d+ \[|\.go:\d+|runtime/debug\.Stack`)
-	goPanic   = regexp.MustCompile(`(?m)^(panic: |fatal error: )`)
 	ioErrorRE = regexp.MustCompile(`(?i)input/output error|structure needs cleaning|bad message`)
 	// bareErrors are messages that say nothing on their own.
 	bareErrors = regexp.MustCompile(`(?i):\s*(input/output error|invalid argument|EOF|unexpected EOF|bad message|no such file or directory|operation not permitted|corrupt|failed|error)\s*$`)
@@ -114,19 +43,6 @@ func rungvLines(stderr string) string {
 		}
 	}
 	return b.String()
-}
-
-// crashed classifies what no case may do: hang, panic, or print a trace.
-func crashed(r ran) (outcome, bool) {
-	switch {
-	case r.hung:
-		return outcomeHang, true
-	case goPanic.MatchString(r.stderr):
-		return outcomePanic, true
-	case goTrace.MatchString(r.stderr):
-		return outcomeTrace, true
-	}
-	return 0, false
 }
 
 // clearRefusal reports whether msg, rungv's lines, names subject, the
@@ -157,25 +73,25 @@ echo x > /v/new && sync
 echo GUEST-DONE`
 
 // volumeOutcome classifies a run of guestScript on the volume vol.
-func volumeOutcome(r ran, vol string) (outcome, string) {
+func volumeOutcome(r runResult, vol string) (string, string) {
 	if o, bad := crashed(r); bad {
 		return o, fmt.Sprintf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 	mine := rungvLines(r.stderr)
 	if !strings.Contains(r.stdout, "GUEST-RAN") {
 		if r.code != 0 && clearRefusal(mine, vol, volumeHints...) {
-			return outcomeClear, "refused: " + mine
+			return outClear, "refused: " + mine
 		}
-		return outcomeUnclear, fmt.Sprintf("exit %d, stderr %q", r.code, r.stderr)
+		return outUnclear, fmt.Sprintf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	reported := strings.Contains(mine, vol) && strings.Contains(mine, "corrupt")
 	if ioErrorRE.MatchString(r.stderr) && !reported {
-		return outcomeUnclear, fmt.Sprintf("the guest got I/O errors, rungv did not say why: exit %d, stderr %q", r.code, r.stderr)
+		return outUnclear, fmt.Sprintf("the guest got I/O errors, rungv did not say why: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if reported {
-		return outcomeClear, "guest saw I/O errors; rungv: " + mine
+		return outClear, "guest saw I/O errors; rungv: " + mine
 	}
-	return outcomeWorked, fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	return outAccepted, fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 }
 
 // debugfs runs requests on img (written when write) and returns the

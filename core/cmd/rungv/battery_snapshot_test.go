@@ -145,7 +145,7 @@ func TestBatteryCorruptSnapshots(t *testing.T) {
 			return snap, p
 		}, names: "text.ext4"},
 	)
-	var ty inputTally
+	var ty tally
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -157,21 +157,21 @@ func TestBatteryCorruptSnapshots(t *testing.T) {
 			r := runBounded(t, append(args, img)...)
 			o, detail := snapshotOutcome(r, s, c.names)
 			if c.restores && r.code == 0 && strings.Contains(r.stdout, "tick 100") {
-				o, detail = outcomeWorked, "restored and ran to its end"
+				o, detail = outAccepted, "restored and ran to its end"
 				if clean, out := e2fsckClean(v); !clean {
-					o, detail = outcomeUnclear, "SILENT DAMAGE: e2fsck -fn after the restore:\n"+out
+					o, detail = outUnclear, "SILENT DAMAGE: e2fsck -fn after the restore:\n"+out
 				}
 			}
-			ty.add(t, c.name, o, r.took, detail)
+			ty.record(t, c.name, o, r.took, detail)
 		})
 	}
-	ty.report(t, "Corrupt snapshots (rungv run --restore)")
+	ty.table(t, "Corrupt snapshots (rungv run --restore)")
 }
 
 // snapshotOutcome classifies a restore of a damaged snapshot: it must be
 // refused with rungv's error naming the snapshot or, for a volume's
 // fault, what names (the volume or its mount point).
-func snapshotOutcome(r ran, snap, names string) (outcome, string) {
+func snapshotOutcome(r runResult, snap, names string) (string, string) {
 	if o, bad := crashed(r); bad {
 		return o, fmt.Sprintf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
@@ -181,7 +181,7 @@ func snapshotOutcome(r ran, snap, names string) (outcome, string) {
 		subject = names
 	}
 	if r.code != 0 && r.stdout == "" && strings.Contains(mine, subject) && !bareErrors.MatchString(strings.TrimSpace(mine)) {
-		return outcomeClear, "refused: " + mine
+		return outClear, "refused: " + mine
 	}
-	return outcomeUnclear, fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, truncate(r.stdout, 200), r.stderr)
+	return outUnclear, fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, truncate(r.stdout, 200), r.stderr)
 }

@@ -490,7 +490,7 @@ func TestBatteryCorruptVolumes(t *testing.T) {
 	if battery.Full() {
 		modes = append(modes, ",readonly")
 	}
-	var ty inputTally
+	var ty tally
 	for i, c := range volumeCases() {
 		if !battery.Full() && rng.IntN(3) != 0 {
 			continue
@@ -510,11 +510,11 @@ func TestBatteryCorruptVolumes(t *testing.T) {
 				}
 				r := runBounded(t, "run", "-q", "--mount", "type=volume,src="+path+",dst=/v"+mode, img, "sh", "-c", guestScript)
 				o, detail := volumeOutcome(r, path)
-				ty.add(t, c.name+mode, o, r.took, detail)
+				ty.record(t, c.name+mode, o, r.took, detail)
 			}
 		})
 	}
-	ty.report(t, "Corrupt ext4 volumes (each metadata structure, each unsupported feature)")
+	ty.table(t, "Corrupt ext4 volumes (each metadata structure, each unsupported feature)")
 }
 
 // exoticScript writes a small tree, removes a name and reads it back.
@@ -585,7 +585,7 @@ func TestBatteryExoticVolumes(t *testing.T) {
 	img := testImage(t)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(battery.Seed(t), 1))
-	var ty inputTally
+	var ty tally
 	for i, e := range exoticVolumes() {
 		if !battery.Full() && rng.IntN(4) != 0 {
 			continue
@@ -609,31 +609,31 @@ func TestBatteryExoticVolumes(t *testing.T) {
 			}
 			r := runBounded(t, "run", "-q", "--mount", "type=volume,src="+path+",dst=/v", img, "sh", "-c", exoticScript)
 			o, detail := exoticOutcome(r, path, e.feature)
-			ty.add(t, e.name, o, r.took, detail)
+			ty.record(t, e.name, o, r.took, detail)
 		})
 	}
-	ty.report(t, "Exotic but valid ext4 volumes (mke2fs options)")
+	ty.table(t, "Exotic but valid ext4 volumes (mke2fs options)")
 }
 
 // exoticOutcome classifies a run of exoticScript on the valid volume vol:
 // it worked and left vol clean, or it was refused naming feature and how
 // to make a volume that works.
-func exoticOutcome(r ran, vol, feature string) (outcome, string) {
+func exoticOutcome(r runResult, vol, feature string) (string, string) {
 	if o, bad := crashed(r); bad {
 		return o, fmt.Sprintf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 	mine := rungvLines(r.stderr)
 	if !strings.Contains(r.stdout, "GUEST-RAN") {
 		if r.code != 0 && feature != "" && strings.Contains(mine, feature) && clearRefusal(mine, vol, "mke2fs", "rungv volume create", "tune2fs", "read-only") {
-			return outcomeClear, "refused: " + mine
+			return outClear, "refused: " + mine
 		}
-		return outcomeUnclear, fmt.Sprintf("exit %d, stderr %q", r.code, r.stderr)
+		return outUnclear, fmt.Sprintf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	if want := "hello\n302\n"; r.code != 0 || !strings.HasSuffix(r.stdout, want) {
-		return outcomeUnclear, fmt.Sprintf("the guest's writes failed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		return outUnclear, fmt.Sprintf("the guest's writes failed: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if clean, out := e2fsckClean(vol); !clean {
-		return outcomeUnclear, "SILENT DAMAGE: e2fsck -fn after the guest wrote:\n" + out
+		return outUnclear, "SILENT DAMAGE: e2fsck -fn after the guest wrote:\n" + out
 	}
-	return outcomeWorked, "written, e2fsck -fn clean"
+	return outAccepted, "written, e2fsck -fn clean"
 }
