@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/internal/escapeprobe"
-	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/internal/battery"
 )
 
@@ -45,13 +44,12 @@ func TestBatteryEscape(t *testing.T) {
 	for _, e := range host.Env() {
 		flags = append(flags, "-e", e)
 	}
-	home, _ := os.UserHomeDir()
 	b := escapeprobe.Battery{
 		Probes:   escapeprobe.Select(escapeprobe.Sandbox),
 		PerProbe: battery.Full(),
 		Timeout:  10 * time.Second,
 		Host:     host,
-		Exclude:  []string{dir, filepath.Dir(rungvBinary), sharedCache(t), testimage.CacheRoot(), filepath.Join(home, ".cache", "gvx")},
+		Exclude:  []string{dir, filepath.Dir(rungvBinary), sharedCache(t)},
 		Command: func(script string) *exec.Cmd {
 			return exec.Command(rungvBinary, append(flags, img.LayoutRef(), "sh", "-c", script)...)
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"z.gfire.dev/gvx/core/internal/hoststate"
 	"z.gfire.dev/gvx/core/internal/proctree"
+	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/internal/battery"
 )
 
@@ -24,8 +26,9 @@ type Battery struct {
 	Timeout time.Duration
 	// Host holds the targets.
 	Host *Host
-	// Exclude names the caller's own paths: its temporary directories,
-	// caches and the image cache.
+	// Exclude names the caller's own paths: its temporary directories and
+	// caches. The caches every test shares (the test images', gvx's
+	// default) are left out always.
 	Exclude []string
 	// Command returns the command that runs script as guest root; Run
 	// starts it. Its process tree is watched: nothing of it may outlive it.
@@ -99,7 +102,12 @@ func (b *Battery) Run() Report {
 }
 
 func (b *Battery) snapshot() hoststate.State {
-	s, err := hoststate.Snapshot(b.Logf, append(ownOutput(), b.Exclude...)...)
+	exclude := append(ownOutput(), b.Exclude...)
+	exclude = append(exclude, testimage.CacheRoot())
+	if home, err := os.UserHomeDir(); err == nil {
+		exclude = append(exclude, filepath.Join(home, ".cache", "gvx"))
+	}
+	s, err := hoststate.Snapshot(b.Logf, exclude...)
 	if err != nil {
 		b.Logf("host snapshot: %v", err)
 	}
