@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if res.Second, err = each(cfg.N, cfg.InFlight, exec); err != nil {
 		return res, fmt.Errorf("second exec: %w", err)
 	}
-	for _, d := range append(slices.Clone(res.First), res.Second...) {
+	for _, d := range slices.Concat(res.First, res.Second) {
 		if d > cfg.Stall {
 			res.Stalls++
 		}
