@@ -137,12 +137,14 @@ bench: deps all
 # Its Go tests are named TestFault… or TestBattery… (internal/battery)
 # and its Python tests are marked `battery`.
 # GVX_RELIABILITY_SEED=N repeats a run's random choices. The figures are
-# printed at the end and kept in build/reliability.md.
+# printed at the end and kept in build/reliability.md. Packages run one at
+# a time (-p 1): the load and stall parts measure what the host gives a
+# sandbox, so no other part may share its cores.
 RELIABILITY_REPORT := $(CURDIR)/$(BUILD)/reliability.md
 reliability: deps all
 	@rm -f $(RELIABILITY_REPORT); status=0; \
 	GVX_RELIABILITY_FULL=1 GVX_RELIABILITY_REPORT=$(RELIABILITY_REPORT) CGO_ENABLED=0 \
-		$(GO) test -count=1 -timeout 80m -run '^(TestFault|TestBattery)' ./core/... ./benchmarks/... || status=1; \
+		$(GO) test -p 1 -count=1 -timeout 80m -run '^(TestFault|TestBattery)' ./core/... ./benchmarks/... || status=1; \
 	GVX_RELIABILITY_FULL=1 GVX_RELIABILITY_REPORT=$(RELIABILITY_REPORT) \
 		PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \
 		GVX_TEST_DIND_IMAGE=$$($(GO) run ./core/internal/dockerimage/mkdockerimage -q 2>/dev/null) \
