@@ -61,6 +61,7 @@ func initGlobal() error {
 		processBuildID, processBuildIDErr = executableBuildID()
 		installPidsLimiter()
 		installFallocate()
+		installOpenRestart()
 		installLog()
 	})
 	return globalInitErr

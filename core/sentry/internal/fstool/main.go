@@ -16,6 +16,8 @@
 //	fstool setxattrhex PATH NAME HEX    set a binary attribute (ACLs)
 //	fstool getxattrhex PATH NAME
 //	fstool fallocate PATH MODE OFF LEN  fallocate(2) with a numeric mode
+//	fstool fifosignal PATH              a FIFO's blocked open, interrupted by
+//	                                    a SA_RESTART signal, restarts
 package main
 
 import (
@@ -137,6 +139,11 @@ func run(args []string) error {
 			n[i] = v
 		}
 		return fallocate(args[1], uint32(n[0]), n[1], n[2])
+	case "fifosignal":
+		if err := need(1); err != nil {
+			return err
+		}
+		return fifoOpenUnderSignal(args[1])
 	case "utimens":
 		if err := need(3); err != nil {
 			return err
