@@ -40,6 +40,9 @@ set -eu
 # checks of 3 s fail: on a host busy with many sandboxes containerd takes
 # longer than that. Here it gets as long as it needs (gvx.docker.WAIT bounds
 # the whole start); if it exits first, so does this script, saying how.
+# containerd's own waits on its shims (5 s to delete or load one, 3 s to
+# stop one, 2 s for a task's state) are raised to 120 s for the same reason:
+# past them it kills the shim and leaves the container half cleaned up.
 # perl then runs dockerd as its child, passes SIGINT and SIGTERM on to it,
 # and once dockerd has exited stops containerd and waits for it, so that a
 # stopped dockerd leaves /var/lib/docker consistent.
@@ -71,6 +74,7 @@ exec tini -s -- perl -MSocket -e '
 		"root = \"/var/lib/docker/containerd/daemon\"", "state = \"$run/daemon\"", "disabled_plugins = [\"cri\"]",
 		"[grpc]", "address = \"$run/containerd.sock\"", "max_recv_message_size = 16777216", "max_send_message_size = 16777216",
 		"[debug]", "address = \"$run/containerd-debug.sock\"", "level = \"info\"",
+		"[timeouts]", map("\"io.containerd.timeout.$_\" = \"120s\"", qw(shim.cleanup shim.load shim.shutdown task.state)),
 		"[plugins.linux]", "shim = \"containerd-shim\"", "runtime = \"runc\"", "runtime_root = \"/var/lib/docker/runc\"", "");
 	close($conf) or die "gvx-dockerd: $run/containerd.toml: $!\n";
 	unlink("$run/containerd.sock");
