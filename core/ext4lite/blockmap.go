@@ -22,8 +22,8 @@ func (fs *FS) loadBlockMap(n *inode) (*fileMap, error) {
 		if pblk == 0 {
 			return nil
 		}
-		if pblk <= fs.geo.sbBlock || pblk >= fs.geo.blocksCount {
-			return corruptf("block map points at block %d outside the filesystem", pblk)
+		if why := fs.badBlocks(n.ino, pblk, 1); why != "" {
+			return corruptf("the block map entry for logical block %d points at %s", lblk, why)
 		}
 		if k := len(m.exts); k > 0 {
 			last := &m.exts[k-1]
@@ -47,8 +47,11 @@ func (fs *FS) loadBlockMap(n *inode) (*fileMap, error) {
 		if blk == 0 {
 			return nil
 		}
-		if blk <= fs.geo.sbBlock || blk >= fs.geo.blocksCount || seen[blk] {
-			return corruptf("indirect block %d invalid or referenced twice", blk)
+		if why := fs.badBlocks(n.ino, blk, 1); why != "" {
+			return corruptf("an indirect block pointer points at %s", why)
+		}
+		if seen[blk] {
+			return corruptf("indirect block %d referenced twice", blk)
 		}
 		seen[blk] = true
 		m.indirect = append(m.indirect, blk)

@@ -63,8 +63,8 @@ func (fs *FS) walkExtentNode(n *inode, node *disk.ExtentNode, lo, hi uint64, m *
 			if uint64(e.Logical) < lo || e.End() > hi {
 				return corruptf("extent at logical block %d outside its index range %d-%d", e.Logical, lo, hi)
 			}
-			if e.Physical <= fs.geo.sbBlock || e.Physical+uint64(e.Len) > fs.geo.blocksCount {
-				return corruptf("extent maps blocks %d+%d outside the filesystem", e.Physical, e.Len)
+			if why := fs.badBlocks(n.ino, e.Physical, uint64(e.Len)); why != "" {
+				return corruptf("the extent at logical block %d maps %s", e.Logical, why)
 			}
 			if k := len(m.exts); k > 0 && m.exts[k-1].End() > uint64(e.Logical) {
 				return corruptf("extents overlap at logical block %d", e.Logical)
@@ -85,8 +85,8 @@ func (fs *FS) walkExtentNode(n *inode, node *disk.ExtentNode, lo, hi uint64, m *
 		if uint64(idx.Logical) < lo || uint64(idx.Logical) >= childHi && childHi != hi {
 			return corruptf("extent index at logical block %d out of order", idx.Logical)
 		}
-		if idx.Child <= fs.geo.sbBlock || idx.Child >= fs.geo.blocksCount {
-			return corruptf("extent index points at block %d outside the filesystem", idx.Child)
+		if why := fs.badBlocks(n.ino, idx.Child, 1); why != "" {
+			return corruptf("the extent index at logical block %d points at %s", idx.Logical, why)
 		}
 		if seen[idx.Child] {
 			return corruptf("extent tree block %d referenced twice", idx.Child)

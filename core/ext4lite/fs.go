@@ -106,6 +106,9 @@ type FS struct {
 	// overhead is the number of metadata blocks, which Statfs does not
 	// count as capacity.
 	overhead uint64
+	// zone is the metadata no file may map (see metaZone); it changes
+	// only while opening.
+	zone metaZone
 	// overlay holds replayed journal blocks of a read-only open.
 	overlay map[uint64][]byte
 	stats   Stats

@@ -41,6 +41,7 @@ func (fs *FS) loadGroups() error {
 		fs.freeBlocks += uint64(d.FreeBlocks())
 		fs.freeInodes += uint64(d.FreeInodes())
 	}
+	fs.buildMetaZone()
 	return nil
 }
 

@@ -75,6 +75,9 @@ func (fs *FS) getInode(ino Ino) (*inode, error) {
 	if err := disk.CheckInode(raw, ino); err != nil {
 		return nil, err
 	}
+	if err := fs.checkSize(raw, ino); err != nil {
+		return nil, err
+	}
 	n := &inode{ino: ino, raw: raw}
 
 	fs.inodeMu.Lock()
@@ -232,4 +235,30 @@ func (fs *FS) blocksOf(n *inode) uint64 {
 func (fs *FS) addBlocks(n *inode, delta int64) {
 	fs.setBlocks(n, uint64(int64(fs.blocksOf(n))+delta))
 	fs.markDirty(n)
+}
+
+// checkSize refuses an i_size that no file of raw's format can have, as
+// e2fsck does: negative as a signed number (what the guest's lseek and
+// stat would get), or past the last byte 32-bit logical block numbers
+// reach in an extent-mapped file, or the indirect blocks in a block-mapped
+// one.
+func (fs *FS) checkSize(raw disk.Inode, ino Ino) error {
+	size := raw.Size()
+	if int64(size) < 0 {
+		return corruptf("inode %d: i_size %#x is negative as a signed 64-bit number", ino, size)
+	}
+	if limit := fs.maxSizeOf(raw); size > limit {
+		return corruptf("inode %d: i_size %d is past the largest size of its format, %d", ino, size, limit)
+	}
+	return nil
+}
+
+// maxSizeOf is the largest i_size e2fsck accepts for raw's format.
+func (fs *FS) maxSizeOf(raw disk.Inode) uint64 {
+	bits := fs.geo.blockBits
+	if raw.Flags()&disk.FlagExtents != 0 {
+		return 1<<(32+bits) - 1
+	}
+	per := uint64(1) << (bits - 2) // block numbers per indirect block
+	return (directBlocks + per + per*per + per*per*per) << bits
 }

@@ -75,6 +75,7 @@ func (fs *FS) openJournal() error {
 	if err != nil {
 		return fmt.Errorf("journal inode: %w", err)
 	}
+	fs.addJournalZone(jino, m)
 	fs.jlog = &journalLog{fs: fs, exts: m.exts}
 	buf := make([]byte, fs.geo.blockSize)
 	if err := fs.jlog.ReadBlock(0, buf); err != nil {

@@ -30,8 +30,8 @@ func (fs *FS) loadXattrs(n *inode) (inInode, inBlock []disk.Xattr, err error) {
 	if blk == 0 {
 		return inInode, nil, nil
 	}
-	if blk <= fs.geo.sbBlock || blk >= fs.geo.blocksCount {
-		return nil, nil, corruptf("inode %d: attribute block %d outside the filesystem", n.ino, blk)
+	if why := fs.badBlocks(n.ino, blk, 1); why != "" {
+		return nil, nil, corruptf("inode %d: the attribute block is at %s", n.ino, why)
 	}
 	b, err := fs.bread(blk)
 	if err != nil {
@@ -256,8 +256,8 @@ func (fs *FS) releaseXattrBlock(n *inode) error {
 	if blk == 0 {
 		return nil
 	}
-	if blk <= fs.geo.sbBlock || blk >= fs.geo.blocksCount {
-		return corruptf("inode %d: attribute block %d outside the filesystem", n.ino, blk)
+	if why := fs.badBlocks(n.ino, blk, 1); why != "" {
+		return corruptf("inode %d: the attribute block is at %s", n.ino, why)
 	}
 	b, err := fs.bread(blk)
 	if err != nil {
