@@ -133,6 +133,10 @@ type volCase struct {
 	name   string
 	base   func(baseVolumes) string
 	damage func(t *testing.T, v *vol)
+	// mustReport: e2fsck calls the damaged volume corrupt and the guest
+	// reads the damaged file, so reading it without an error (accepted)
+	// is silent corruption. Such cases run in every pass.
+	mustReport bool
 }
 
 // vol is a copy of a base volume being damaged; its methods find each
@@ -254,7 +258,12 @@ func jcsumBase(b baseVolumes) string   { return b.jcsum }
 // unless a case is about a checksum.
 func volumeCases() []volCase {
 	c := func(name string, base func(baseVolumes) string, damage func(*testing.T, *vol)) volCase {
-		return volCase{name, base, damage}
+		return volCase{name: name, base: base, damage: damage}
+	}
+	// r is a case whose damage Linux's block_validity and i_size checks
+	// refuse: a map into metadata or past the end, a size no file has.
+	r := func(name string, base func(baseVolumes) string, damage func(*testing.T, *vol)) volCase {
+		return volCase{name: name, base: base, damage: damage, mustReport: true}
 	}
 	cases := []volCase{
 		// The superblock.
@@ -327,10 +336,20 @@ func volumeCases() []volCase {
 		c("extent depth 5", csumBase, sif("/frag", "block[1]", "0x00050004")),
 		c("extent depth 0 over an index", csumBase, sif("/frag", "block[1]", "0x00000004")),
 		c("extent index beyond the device", csumBase, sif("/frag", "block[4]", 99999999)),
-		c("extent beyond the device", csumBase, sif("/dir/file", "block[5]", 99999999)),
-		c("extent on the superblock", csumBase, sif("/dir/file", "block[5]", 1)),
-		c("extent on the inode table", csumBase, func(t *testing.T, v *vol) {
+		r("extent beyond the device", csumBase, sif("/dir/file", "block[5]", 99999999)),
+		r("extent one past the end", csumBase, func(t *testing.T, v *vol) {
+			v.debugfs(t, fmt.Sprintf("sif /dir/file block[5] %d", debugfsNumber(t, v.path, "stats", `Block count:\s+(\d+)`)))
+		}),
+		r("extent on the superblock", csumBase, sif("/dir/file", "block[5]", 1)),
+		r("extent on the group descriptors", csumBase, sif("/dir/file", "block[5]", 2)),
+		r("extent on the inode table", csumBase, func(t *testing.T, v *vol) {
 			v.debugfs(t, fmt.Sprintf("sif /dir/file block[5] %d", v.group0(t, "Inode table")))
+		}),
+		r("extent on the block bitmap", csumBase, func(t *testing.T, v *vol) {
+			v.debugfs(t, fmt.Sprintf("sif /dir/file block[5] %d", v.group0(t, "Block bitmap")))
+		}),
+		r("extent on the journal", csumBase, func(t *testing.T, v *vol) {
+			v.debugfs(t, fmt.Sprintf("sif /dir/file block[5] %d", v.block(t, "<8>", 5)))
 		}),
 		c("extent length 0", csumBase, sif("/dir/file", "block[4]", 0)),
 		c("extent leaf block magic", plainBase, inBlock("/frag", -1, 0, le16(0x1234))),
@@ -346,7 +365,8 @@ func volumeCases() []volCase {
 			v.patch(t, leaf, 20, le16(0))
 		}),
 		c("file size huge", csumBase, sif("/dir/file", "size", int64(1)<<40)),
-		c("file size negative", csumBase, sif("/dir/file", "size", "0x8000000000000000")),
+		r("file size negative (2^63)", csumBase, sif("/dir/file", "size", "0x8000000000000000")),
+		r("file size past what extents map", csumBase, sif("/dir/file", "size", int64(1)<<42)),
 		c("file inode checksum", csumBase, sif("/dir/file", "checksum", "0x1234")),
 		c("file extra_isize over the inode", csumBase, sif("/xa", "extra_isize", 300)),
 		// Directory blocks: /dir is linear; "." at 0, ".." at 12.
@@ -492,7 +512,7 @@ func TestBatteryCorruptVolumes(t *testing.T) {
 	}
 	var ty tally
 	for i, c := range volumeCases() {
-		if !battery.Full() && rng.IntN(3) != 0 {
+		if !battery.Full() && rng.IntN(3) != 0 && !c.mustReport {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
@@ -500,6 +520,11 @@ func TestBatteryCorruptVolumes(t *testing.T) {
 			defer os.Remove(path)
 			copySparse(t, c.base(bases), path)
 			c.damage(t, &vol{path: path, bs: 1024})
+			if c.mustReport {
+				if clean, out := e2fsckClean(path); clean {
+					t.Fatalf("e2fsck -fn finds the damaged volume clean:\n%s", out)
+				}
+			}
 			damaged, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -510,6 +535,12 @@ func TestBatteryCorruptVolumes(t *testing.T) {
 				}
 				r := runBounded(t, "run", "-q", "--mount", "type=volume,src="+path+",dst=/v"+mode, img, "sh", "-c", guestScript)
 				o, detail := volumeOutcome(r, path)
+				if c.mustReport && o == outAccepted {
+					o, detail = outUnclear, "SILENT CORRUPTION: the guest read the damaged file without an error: "+detail
+				}
+				if c.mustReport && o == outClear && (!strings.Contains(r.stderr, "inode ") || !strings.Contains(r.stderr, "e2fsck -fy")) {
+					o, detail = outUnclear, "the report names no inode or does not say to run e2fsck -fy: "+detail
+				}
 				ty.record(t, c.name+mode, o, r.took, detail)
 			}
 		})
