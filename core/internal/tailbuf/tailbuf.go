@@ -18,10 +18,11 @@ const crashHeadMax = 8 << 10
 const crashContextLines = 4
 
 // Buffer keeps the last Max bytes written to it. It also keeps the head of
-// a Go crash report ("panic: …" or "fatal error: …" up to the end of the
-// first stack in it), which the report's own tail, every other goroutine's
-// stack, would push out of the last Max bytes. It is safe for concurrent
-// use; os/exec writes a child's stderr from its own goroutine.
+// a Go crash report ("panic: …", "fatal error: …" or "SIGABRT: …", up to
+// the end of the first stack in it), which the report's own tail, every
+// other goroutine's stack, would push out of the last Max bytes. It is safe
+// for concurrent use; os/exec writes a child's stderr from its own
+// goroutine.
 type Buffer struct {
 	Max int
 
@@ -72,7 +73,7 @@ func (t *Buffer) Write(p []byte) (int, error) {
 // Preconditions: t.mu is held.
 func (t *Buffer) endLine(l []byte) {
 	switch {
-	case t.crash == nil && (bytes.HasPrefix(l, []byte("panic: ")) || bytes.HasPrefix(l, []byte("fatal error: "))):
+	case t.crash == nil && isCrashHeadline(l):
 		for _, r := range t.runtimeLines {
 			t.crash = append(t.crash, r...)
 		}
@@ -101,6 +102,25 @@ func (t *Buffer) endLine(l []byte) {
 		}
 		t.crash = append(t.crash, l...)
 	}
+}
+
+// isCrashHeadline reports whether l starts a Go crash report: a panic, a
+// fatal error, or a fatal signal outside Go code ("SIGABRT: abort", which
+// the runtime follows with "PC=…").
+func isCrashHeadline(l []byte) bool {
+	if bytes.HasPrefix(l, []byte("panic: ")) || bytes.HasPrefix(l, []byte("fatal error: ")) {
+		return true
+	}
+	name, _, ok := bytes.Cut(l, []byte(": "))
+	if !ok || len(name) < 4 || !bytes.HasPrefix(name, []byte("SIG")) {
+		return false
+	}
+	for _, c := range name[3:] {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // String returns the last Max bytes written.

@@ -49,6 +49,10 @@ func TestKeepsTheHeadOfACrash(t *testing.T) {
 		name:   "fatal error",
 		report: "some line\nruntime: failed to create new OS thread (have 8 already; errno=11)\nruntime: may need to increase max user processes (ulimit -u)\nfatal error: newosproc\n\nruntime stack:\nruntime.throw()\n\n",
 		want:   "runtime: failed to create new OS thread (have 8 already; errno=11)\nruntime: may need to increase max user processes (ulimit -u)\nfatal error: newosproc\n\nruntime stack:\nruntime.throw()",
+	}, {
+		name:   "fatal signal",
+		report: "rungv: booting\nSIGABRT: abort\nPC=0x492e81 m=0 sigcode=0\n\ngoroutine 0 gp=0x2733a80 m=0 mp=0x2735ea0 [idle]:\nruntime.futex()\n\n",
+		want:   "SIGABRT: abort\nPC=0x492e81 m=0 sigcode=0\n\ngoroutine 0 gp=0x2733a80 m=0 mp=0x2735ea0 [idle]:\nruntime.futex()",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &Buffer{Max: 1 << 10}
