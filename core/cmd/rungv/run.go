@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"z.gfire.dev/gvx/core/control"
@@ -62,6 +63,9 @@ type runFlags struct {
 	net         netFlags
 	nftables    nftablesFlag
 	mounts      []string
+
+	// exitStatusFD: see openExitStatus.
+	exitStatusFD int
 }
 
 func newRunCommand(g *globalFlags) *cobra.Command {
@@ -128,6 +132,7 @@ signal N killed it).`,
 	fl.BoolVar(&f.netRaw, "net-raw", false, "allow raw and packet sockets to guest root")
 	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")
 	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
+	fl.IntVar(&f.exitStatusFD, "exit-status-fd", 0, "write the command's exit status, as a decimal line, to inherited descriptor `N` (a pipe) just before exiting for its end: a caller that finds no status there knows that rungv itself failed, whatever its own exit status")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
 	fl.StringVar(&f.restore, "restore", "", "continue the sandbox saved in the snapshot `FILE` (written by rungv checkpoint) instead of running a command; give the IMAGE, volumes (clones of the saved images) and network flags it was saved with")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
@@ -147,6 +152,14 @@ signal N killed it).`,
 
 // runSandbox implements `rungv run`.
 func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *string, ref string, args []string) error {
+	// First, while every descriptor above 2 is one the caller passed.
+	exitStatus, err := openExitStatus(f.exitStatusFD)
+	if err != nil {
+		return err
+	}
+	if exitStatus != nil {
+		defer exitStatus.Close()
+	}
 	cfg, err := f.sentryConfig()
 	if err != nil {
 		return err
@@ -341,7 +354,17 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			// client that started it its handshake.
 			srv.WaitAnswered(answerDrainTimeout)
 			stopServing()
-			if backend.stoppedBySnapshot.Load() {
+			checkpointed := backend.stoppedBySnapshot.Load()
+			if exitStatus != nil {
+				// From here on, rungv's exit status is the command's
+				// (0 after a checkpoint) whatever happens.
+				code := st.ExitCode()
+				if checkpointed {
+					code = 0
+				}
+				fmt.Fprintf(exitStatus, "%d\n", code)
+			}
+			if checkpointed {
 				if !f.quiet {
 					fmt.Fprintln(os.Stderr, "rungv: checkpointed; the sandbox stopped (continue it with rungv run --restore)")
 				}
@@ -658,6 +681,32 @@ func openControl(spec string) (*controlEndpoint, error) {
 		return &controlEndpoint{conn: conn}, nil
 	}
 	return nil, fmt.Errorf("--control %q: use unix:PATH or fd:N", spec)
+}
+
+// openExitStatus returns the inherited descriptor fd that --exit-status-fd
+// names, or nil if it is 0. rungv writes the command's exit status there
+// once the command ended, so that its caller can tell that status from
+// rungv's own failure: a Go crash exits 2, a killed rungv has a signal,
+// and either would otherwise pass for the command's.
+func openExitStatus(fd int) (*os.File, error) {
+	if fd == 0 {
+		return nil, nil
+	}
+	if fd < 3 {
+		return nil, fmt.Errorf("--exit-status-fd %d: want a descriptor >= 3 that the caller passed, the write end of a pipe", fd)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("--exit-status-fd %d: %w: pass the write end of a pipe as descriptor %d", fd, err, fd)
+	}
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return nil, fmt.Errorf("--exit-status-fd %d: descriptor %d is not the write end of a pipe: pass one", fd, fd)
+	}
+	// Nothing rungv starts may hold it: its end is how the caller
+	// learns that rungv is gone.
+	unix.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "exit-status"), nil
 }
 
 // listenFD is the listening socket's descriptor for the lockdown rules,
