@@ -290,7 +290,9 @@ func (c *Config) args(controlFD int) ([]string, error) {
 	if c.Cache != "" {
 		a = append(a, "--cache", c.Cache)
 	}
-	a = append(a, "run", "--quiet", "--control", "fd:"+strconv.Itoa(controlFD))
+	// The descriptor after the control socket receives the command's exit
+	// status (see Sandbox.exitCode).
+	a = append(a, "run", "--quiet", "--control", "fd:"+strconv.Itoa(controlFD), "--exit-status-fd", strconv.Itoa(controlFD+1))
 	if c.EntrypointSet {
 		switch len(c.Entrypoint) {
 		case 0:

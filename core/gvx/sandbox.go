@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +34,13 @@ type Sandbox struct {
 
 	exited  chan struct{} // closed when the rungv process has exited
 	waitErr error
+	// status is the read end of the pipe rungv writes its command's exit
+	// status to (--exit-status-fd); statusOnce reads it into code and
+	// codeOK.
+	status     *os.File
+	statusOnce sync.Once
+	code       int
+	codeOK     bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -54,6 +62,12 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	ours := os.NewFile(uintptr(fds[0]), "gvx-control")
 	theirs := os.NewFile(uintptr(fds[1]), "gvx-control-child")
+	status, statusW, err := os.Pipe()
+	if err != nil {
+		ours.Close()
+		theirs.Close()
+		return nil, withHostLimitHint("creating the exit status pipe", err)
+	}
 	// This sandbox's place among the live ones, given back when rungv
 	// exits; taken before SpinAuto decides, so that concurrent News count
 	// each other.
@@ -61,17 +75,19 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if cfg.Spin == SpinAuto && !spinFits(live, usableCPUs()) {
 		cfg.Spin = SpinOff
 	}
-	// ExtraFiles[0] is fd 3 in the child.
+	// ExtraFiles[0] is fd 3 in the child, ExtraFiles[1] fd 4.
 	args, err := cfg.args(3)
 	if err != nil {
 		liveSandboxes.Add(-1)
 		ours.Close()
 		theirs.Close()
+		status.Close()
+		statusW.Close()
 		return nil, err
 	}
 	tail := &tailbuf.Buffer{Max: stderrTail}
 	cmd := exec.Command(rungv, args...)
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = []*os.File{theirs, statusW}
 	cmd.Stdin = cfg.Stdin
 	cmd.Stdout = cfg.Stdout
 	cmd.Stderr = tail
@@ -88,12 +104,14 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// The child has its copy; ours must go, or a child that dies early
 	// would leave the connection open and the handshake waiting.
 	theirs.Close()
+	statusW.Close()
 	if err != nil {
 		liveSandboxes.Add(-1)
 		ours.Close()
+		status.Close()
 		return nil, withHostLimitHint("starting "+rungv, err)
 	}
-	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{})}
+	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{}), status: status}
 	go func() {
 		sb.waitErr = cmd.Wait()
 		liveSandboxes.Add(-1)
@@ -129,6 +147,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 			case <-time.After(startFailureGrace):
 				sb.kill()
 			}
+			sb.statusOnce.Do(sb.readStatus)
 			return nil, sb.startFailure(r.err)
 		}
 		sb.client = r.c
@@ -237,6 +256,7 @@ func (sb *Sandbox) death() string {
 func (sb *Sandbox) kill() {
 	sb.cmd.Process.Kill()
 	<-sb.exited
+	sb.statusOnce.Do(sb.readStatus)
 }
 
 // Info describes the sandbox.
@@ -259,20 +279,41 @@ func (sb *Sandbox) Run(ctx context.Context) (int, error) {
 	return res.ExitCode, nil
 }
 
-// exitCode returns rungv's exit status once it has exited.
+// exitCode returns the command's exit status once rungv has exited, for a
+// Wait that rungv did not answer (the command ended before the request
+// came). rungv's own exit status cannot say it: a Go crash exits 2, as a
+// command may. rungv writes the command's status to the exit status pipe
+// once the command ended and the sandbox shut down; without it, rungv
+// failed.
 func (sb *Sandbox) exitCode() (int, error) {
 	<-sb.exited
-	var ee *exec.ExitError
-	switch {
-	case sb.waitErr == nil:
-		return 0, nil
-	case errors.As(sb.waitErr, &ee):
-		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-			return 0, sb.failure("waiting for the sandbox", errors.New("rungv ended before its command"))
-		}
-		return ee.ExitCode(), nil
+	sb.statusOnce.Do(sb.readStatus)
+	if !sb.codeOK {
+		return 0, sb.failure("waiting for the sandbox", errors.New("rungv failed before it reported the command's exit status"))
 	}
-	return 0, sb.waitErr
+	return sb.code, nil
+}
+
+// statusGrace bounds the wait for the exit status pipe's end after rungv
+// exited: only a process rungv wrongly passed the pipe to could hold it.
+const statusGrace = 2 * time.Second
+
+// readStatus reads the exit status line from the pipe.
+//
+// Preconditions: sb.exited is closed.
+func (sb *Sandbox) readStatus() {
+	defer sb.status.Close()
+	sb.status.SetReadDeadline(time.Now().Add(statusGrace))
+	b, _ := io.ReadAll(io.LimitReader(sb.status, 32))
+	line, ok := strings.CutSuffix(string(b), "\n")
+	if !ok {
+		return
+	}
+	code, err := strconv.Atoi(line)
+	if err != nil {
+		return
+	}
+	sb.code, sb.codeOK = code, true
 }
 
 // ExecOptions tune Exec. The zero value runs with the image's environment,
@@ -442,6 +483,7 @@ func (sb *Sandbox) Close() error {
 			sb.cmd.Process.Kill()
 			<-sb.exited
 		}
+		sb.statusOnce.Do(sb.readStatus)
 		sb.client.Close()
 	})
 	return sb.closeErr
