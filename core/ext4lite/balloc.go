@@ -82,6 +82,10 @@ func (fs *FS) allocBlocks(goal uint64, want uint64) (uint64, uint64, error) {
 		if uint64(n) > uint64(fs.groups[grp].desc.FreeBlocks()) {
 			return 0, 0, corruptf("group %d bitmap has more free blocks than its descriptor counts", grp)
 		}
+		// Data written there would overwrite metadata.
+		if why := fs.badBlocks(noOwner, g.groupStart(grp)+uint64(start), uint64(n)); why != "" {
+			return 0, 0, corruptf("group %d's block bitmap marks as free %s", grp, why)
+		}
 		bm := fs.modify(b)
 		for k := start; k < start+n; k++ {
 			setBit(bm, k)

@@ -75,6 +75,10 @@ func compareU64(a, b uint64) int {
 	return 0
 }
 
+// noOwner is the owner, for badBlocks, of blocks being allocated: no
+// metadata is theirs.
+const noOwner = ^Ino(0)
+
 // addJournalZone adds the journal's blocks, m's extents, to the zone.
 // fileMapOf checked them against the group metadata as it loaded them.
 func (fs *FS) addJournalZone(ino Ino, m *fileMap) {

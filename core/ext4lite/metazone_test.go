@@ -88,3 +88,36 @@ func TestBlockValidity(t *testing.T) {
 		})
 	}
 }
+
+// TestAllocationAvoidsMetadata: a block bitmap that marks every block free
+// (on a volume without checksums, which would catch it first) must not
+// make a write put file data over the superblock, descriptors or inode
+// table; the write fails as corruption instead.
+func TestAllocationAvoidsMetadata(t *testing.T) {
+	img := mkfsExt4(t, "64M", "-O", "^metadata_csum")
+	probe := openRO(t, img)
+	bitmap := probe.groups[0].desc.BlockBitmap()
+	probe.Close()
+	debugfs(t, img, true, fmt.Sprintf("zap_block -p 0 %d", bitmap))
+	if res, err := Check(img); err != nil || res.Clean {
+		t.Fatalf("e2fsck finds the zeroed bitmap clean: %+v %v", res, err)
+	}
+	var reports []string
+	fs := openWith(t, img, Options{OnCorruption: func(err error) { reports = append(reports, err.Error()) }})
+	f, err := fs.Create(RootIno, "f", 0o644, Owner{})
+	if err == nil {
+		_, err = fs.WriteAt(f, []byte("file data"), 0)
+		if err == nil {
+			err = fs.Sync()
+		}
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("writing with a zeroed block bitmap: %v, want an error wrapping ErrCorrupt", err)
+	}
+	if all := strings.Join(reports, "\n"); !strings.Contains(all, "block bitmap marks as free") {
+		t.Errorf("the reports %q do not say the bitmap marks metadata free", reports)
+	}
+	fs.Close()
+	// The superblock is intact: the image still opens.
+	openRO(t, img).Close()
+}
