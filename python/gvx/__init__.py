@@ -35,7 +35,8 @@ from . import aio, docker, golden
 from .env import EnvPool, GvxEnv
 from .images import Image, pull
 from .volumes import CheckResult, Volume
-from .sandbox import ExecResult, FileInfo, Mount, PublishedPort, Sandbox, SandboxInfo, SandboxStats, default_image, parse_port, parse_size, rungv_path
+from ._options import parse_port, parse_size
+from .sandbox import ExecResult, FileInfo, Mount, PublishedPort, Sandbox, SandboxInfo, SandboxStats, default_image, rungv_path
 
 __all__ = [
     "CheckResult",

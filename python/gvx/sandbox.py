@@ -6,7 +6,6 @@ import ctypes
 import html
 import json
 import os
-import re
 import stat
 import threading
 import weakref
@@ -14,31 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, NoReturn, Optional, Sequence, Union
 
-from . import _ffi, errors
+from . import _ffi, _options, errors
 
 PathLike = Union[str, "os.PathLike[str]"]
 Command = Union[str, Sequence[str]]
 # Who a file written into a sandbox belongs to: a uid, or "uid:gid", "name",
 # "name:group" as exec's ``user``.
 Owner = Union[int, str]
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(value: Union[int, str]) -> int:
-    """Parses 536870912, "512m", "2g", "1.5GiB" into bytes."""
-    if isinstance(value, bool):
-        raise errors.InvalidArgumentError(f"memory={value!r}: give bytes (int) or a size such as '512m'")
-    if isinstance(value, int):
-        if value < 0:
-            raise errors.InvalidArgumentError(f"memory={value}: must not be negative")
-        return value
-    m = _SIZE.match(str(value))
-    if not m:
-        raise errors.InvalidArgumentError(f"memory={value!r}: write bytes or a size such as '512m' or '2g'")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
 
 def _find(what: str, env: str, candidates: Sequence[Path], hint: str) -> Path:
     override = os.environ.get(env)
@@ -192,30 +173,6 @@ class Mount:
         return {"type": "volume", "source": os.fspath(self.source), "target": self.target, "readonly": self.read_only}
 
 
-_PORT = re.compile(
-    r"^(?:(?P<ip>\[[0-9a-fA-F:]+\]|[0-9.]+):(?=\d*:))?(?:(?P<host>\d*):)?(?P<guest>\d+)(?:/(?P<proto>tcp|udp))?$"
-)
-
-
-def parse_port(spec: str) -> dict[str, object]:
-    """Parses a docker-style port: "8080:80", "127.0.0.1:8080:80/udp", "unix:/path.sock:2375",
-    or, for a host port the host picks (see :meth:`Sandbox.port`), "80", "127.0.0.1::80"."""
-    if spec.startswith("unix:"):
-        path, _, guest = spec[len("unix:") :].rpartition(":")
-        if not path or not guest.isdigit():
-            raise errors.InvalidArgumentError(f"port {spec!r}: write unix:HOSTPATH:GUESTPORT")
-        return {"host_path": path, "guest_port": int(guest)}
-    m = _PORT.match(spec)
-    if not m:
-        raise errors.InvalidArgumentError(f"port {spec!r}: write [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT")
-    out: dict[str, object] = {"host_port": int(m["host"] or 0), "guest_port": int(m["guest"])}
-    if m["ip"]:
-        out["host_ip"] = m["ip"].strip("[]")
-    if m["proto"]:
-        out["protocol"] = m["proto"]
-    return out
-
-
 # GVX_WRITE_MAKE_PARENTS in gvx.h.
 _WRITE_MAKE_PARENTS = 1 << 16
 
@@ -237,28 +194,6 @@ def _close_handle(handle: int) -> None:
         _ffi.call(_ffi.lib().gvx_sandbox_close, ctypes.c_uint64(handle))
     except errors.GvxError:
         pass
-
-
-def _as_env_list(env: Union[Mapping[str, str], Sequence[str], None], what: str) -> list[str]:
-    if env is None:
-        return []
-    if isinstance(env, Mapping):
-        return [f"{k}={v}" for k, v in env.items()]
-    out = list(env)
-    for e in out:
-        if "=" not in e:
-            raise errors.InvalidArgumentError(f"{what}: {e!r} is not KEY=VALUE")
-    return out
-
-
-def _as_cpu_list(cpuset: Sequence[int]) -> list[int]:
-    if isinstance(cpuset, (str, bytes)):
-        raise errors.InvalidArgumentError(f"cpuset {cpuset!r}: pass a sequence of CPU numbers, such as [0, 1]")
-    cpus = list(cpuset)
-    for c in cpus:
-        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-            raise errors.InvalidArgumentError(f"cpuset: {c!r} is not a CPU number (0, 1, …)")
-    return cpus
 
 
 class Sandbox:
@@ -318,46 +253,14 @@ class Sandbox:
         insecure: bool = False,
         restore: Optional[PathLike] = None,
     ) -> None:
-        config: dict[str, object] = {
-            "image": image if image is not None else default_image(),
-            # A restored sandbox continues the snapshot's own init.
-            "keep_alive": restore is None,
-            "env": _as_env_list(env, "env"),
-            "platform": platform,
-            "spin": spin,
-            "network": network,
-            "ports": [parse_port(p) for p in ports],
-            "allow_net": list(allow_net),
-            "host_loopback": host_loopback,
-            "net_raw": net_raw,
-            "nftables": nftables,
-            "mounts": [m._json() for m in mounts],
-            "rungv": str(rungv) if rungv is not None else str(rungv_path()),
-            "insecure": insecure,
-        }
-        if workdir is not None:
-            config["workdir"] = workdir
-        if user is not None:
-            config["user"] = user
-        if hostname is not None:
-            config["hostname"] = hostname
-        if memory is not None:
-            config["memory"] = parse_size(memory)
-        if cpus is not None:
-            config["cpus"] = float(cpus)
-        if cpuset is not None:
-            config["cpuset"] = _as_cpu_list(cpuset)
-        if pids_limit is not None:
-            if int(pids_limit) < -1:
-                raise errors.InvalidArgumentError(f"pids_limit={pids_limit}: give a count of tasks, or 0 or -1 for no limit")
-            # 0 is no limit too, as docker run takes it; the config's 0 is the default.
-            config["pids_limit"] = int(pids_limit) if int(pids_limit) > 0 else -1
-        if timeout is not None:
-            config["timeout"] = float(timeout)
-        if cache is not None:
-            config["cache"] = os.fspath(cache)
-        if restore is not None:
-            config["restore"] = os.fspath(restore)
+        config = _options.sandbox_config(
+            image, env=env, workdir=workdir, user=user, hostname=hostname, memory=memory, cpus=cpus, cpuset=cpuset,
+            pids_limit=pids_limit, network=network, ports=ports, allow_net=allow_net, host_loopback=host_loopback,
+            net_raw=net_raw, nftables=nftables, mounts=mounts, timeout=timeout, platform=platform, spin=spin,
+            cache=cache, rungv=rungv, insecure=insecure, restore=restore,
+        )
+        config.setdefault("image", default_image())
+        config.setdefault("rungv", str(rungv_path()))
         handle = ctypes.c_uint64()
         _ffi.call(_ffi.lib().gvx_sandbox_new, json.dumps(config).encode(), ctypes.byref(handle))
         self._handle = handle.value
@@ -487,24 +390,11 @@ class Sandbox:
         the result then carries no output. ``max_output`` bounds the bytes kept of
         stdout and of stderr: beyond it the middle is left out (``truncated``).
         """
-        argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise errors.InvalidArgumentError(f"cmd={cmd!r}: give a shell string or a non-empty list of strings")
-        request: dict[str, object] = {"argv": argv, "env": _as_env_list(env, "env")}
-        if cwd is not None:
-            request["cwd"] = cwd
-        if user is not None:
-            request["user"] = user
-        if timeout is not None:
-            if timeout < 0:
-                raise errors.InvalidArgumentError(f"timeout={timeout}: must not be negative")
-            request["timeout"] = float(timeout)
-        if max_output is not None:
-            if max_output < 0:
-                raise errors.InvalidArgumentError(f"max_output={max_output}: must not be negative")
-            request["max_output"] = int(max_output)
-        data = stdin.encode() if isinstance(stdin, str) else stdin
-        stdin_ptr, stdin_len = _ffi.buffer(data)
+        checked = _options.exec_request(
+            cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin, on_output=on_output, max_output=max_output
+        )
+        request, on_output = checked.request, checked.on_output
+        stdin_ptr, stdin_len = _ffi.buffer(checked.stdin)
         lib = _ffi.lib()
         handle = self._h()
         result = ctypes.c_void_p()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Union
 
 from . import _ffi
-from .sandbox import parse_size
+from ._options import parse_size
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -70,38 +70,8 @@ EXEC_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("on_output", {"cmd": "true", "on_output": 42}, "on_output"),
 ]
 
-# Cases whose error does not yet name the argument, or that are accepted
-# (found by this battery; see the report of issue 17). Strict: a fix makes
-# its case pass, and the entry must then go.
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("Sandbox", "env", "42"): "TypeError without the argument's name",
-    ("Sandbox", "env", "{'A': 1}"): "accepted: a non-string value",
-    ("Sandbox", "env", "['=x']"): "accepted: an entry with no name",
-    ("Sandbox", "workdir", "'relative'"): "accepted: a relative working directory",
-    ("Sandbox", "cpus", "nan"): "NaN reaches the C API as JSON it cannot parse",
-    ("Sandbox", "cpus", "'two'"): "float()'s error, without the argument's name",
-    ("Sandbox", "pids_limit", "'x'"): "int()'s error, without the argument's name",
-    ("Sandbox", "ports", "'8080:80'"): "a string taken as a list of one-character ports",
-    ("Sandbox", "timeout", "'x'"): "float()'s error, without the argument's name",
-    ("exec", "cmd", "42"): "TypeError without the argument's name",
-    ("exec", "timeout", "'x'"): "a comparison's TypeError",
-    ("exec", "timeout", "nan"): "NaN reaches the C API as JSON it cannot parse",
-    ("exec", "env", "42"): "TypeError without the argument's name",
-    ("exec", "env", "['=x']"): "accepted: an entry with no name",
-    ("exec", "stdin", "42"): "len()'s TypeError",
-    ("exec", "max_output", "'x'"): "a comparison's TypeError",
-    ("exec", "on_output", "42"): "accepted: a callback that is not callable",
-}
-
-
-def _params(kind: str, cases: list[tuple[str, dict[str, Any], str]]) -> list[Any]:
-    out = []
-    for arg, kwargs, mentions in cases:
-        value = repr(kwargs.get(arg))
-        reason = KNOWN.get((kind, arg, value))
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        out.append(pytest.param(arg, kwargs, mentions, id=f"{arg}={value:.30}", marks=marks))
-    return out
+def _params(cases: list[tuple[str, dict[str, Any], str]]) -> list[Any]:
+    return [pytest.param(arg, kwargs, mentions, id=f"{arg}={kwargs.get(arg)!r:.30}") for arg, kwargs, mentions in cases]
 
 
 _outcomes: list[tuple[str, str, float]] = []
@@ -124,7 +94,7 @@ def _check(name: str, call: Any, mentions: str) -> None:
     raise AssertionError(f"{name}: accepted; want an error naming {mentions!r}")
 
 
-@pytest.mark.parametrize("arg,kwargs,mentions", _params("Sandbox", SANDBOX_CASES))
+@pytest.mark.parametrize("arg,kwargs,mentions", _params(SANDBOX_CASES))
 def test_sandbox_bad_argument(arg: str, kwargs: dict[str, Any], mentions: str) -> None:
     def call() -> None:
         with gvx.Sandbox(**kwargs):
@@ -139,7 +109,7 @@ def box() -> Iterator[gvx.Sandbox]:
         yield s
 
 
-@pytest.mark.parametrize("arg,kwargs,mentions", _params("exec", EXEC_CASES))
+@pytest.mark.parametrize("arg,kwargs,mentions", _params(EXEC_CASES))
 def test_exec_bad_argument(box: gvx.Sandbox, arg: str, kwargs: dict[str, Any], mentions: str) -> None:
     kwargs = dict(kwargs)
     cmd = kwargs.pop("cmd")
