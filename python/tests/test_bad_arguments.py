@@ -5,6 +5,7 @@ argument, promptly, and the interpreter and the sandbox carry on."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from typing import Any, Iterator
@@ -120,6 +121,44 @@ def test_exec_bad_argument(box: gvx.Sandbox, arg: str, kwargs: dict[str, Any], m
         assert box.exec("echo ok").stdout == "ok\n"
 
 
+# The other entry points check through the same code as gvx.Sandbox and
+# Sandbox.exec; a few cases of each show that they do not drift.
+TWIN_SANDBOX_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("env", {"env": 42}, "env"),
+    ("env", {"env": {"A": 1}}, "env"),
+    ("env", {"env": ["=x"]}, "=x"),
+    ("workdir", {"workdir": "relative"}, "relative"),
+    ("cpus", {"cpus": math.nan}, "cpus"),
+    ("cpus", {"cpus": "two"}, "cpus"),
+    ("pids_limit", {"pids_limit": "x"}, "pids_limit"),
+    ("ports", {"ports": "8080:80"}, "ports"),
+    ("ports", {"ports": ["99999:80"]}, "99999"),
+    ("timeout", {"timeout": "x"}, "timeout"),
+]
+TWIN_EXEC_CASES = [c for c in EXEC_CASES if c[0] in ("cmd", "timeout", "env", "stdin", "max_output", "on_output")]
+
+
+@pytest.mark.parametrize("arg,kwargs,mentions", _params(TWIN_SANDBOX_CASES))
+def test_aio_sandbox_bad_argument(arg: str, kwargs: dict[str, Any], mentions: str) -> None:
+    async def main() -> None:
+        async with await gvx.aio.Sandbox.create(**kwargs):
+            pass
+
+    _check(f"aio.Sandbox.create({arg}=...)", lambda: asyncio.run(main()), mentions)
+
+
+@pytest.mark.parametrize("arg,kwargs,mentions", _params(TWIN_EXEC_CASES))
+def test_aio_exec_bad_argument(box: gvx.Sandbox, arg: str, kwargs: dict[str, Any], mentions: str) -> None:
+    kwargs = dict(kwargs)
+    cmd = kwargs.pop("cmd")
+
+    async def main() -> None:
+        await gvx.aio.Sandbox(box).exec(cmd, **kwargs)
+
+    _check(f"aio exec({arg}=...)", lambda: asyncio.run(main()), mentions)
+    assert box.exec("echo ok").stdout == "ok\n"
+
+
 def test_bad_arguments_report() -> None:
     """Runs last in this module: the figures of the cases above."""
     if not _outcomes:
@@ -127,7 +166,7 @@ def test_bad_arguments_report() -> None:
     counts = {k: sum(1 for _, o, _ in _outcomes if o == k) for k in ("clear", "unclear", "accepted", "wrong exception")}
     slowest = max(_outcomes, key=lambda o: o[2])
     report_table(
-        "Bad arguments: gvx.Sandbox(...) and Sandbox.exec(...) from Python",
+        "Bad arguments: gvx.Sandbox(...), Sandbox.exec(...) and their gvx.aio twins from Python",
         ["cases tried", "clear errors", "unclear errors", "accepted", "wrong exception", "interpreter crashes", "slowest case (ms)"],
         [str(len(_outcomes)), str(counts["clear"]), str(counts["unclear"]), str(counts["accepted"]), str(counts["wrong exception"]), "0",
          f"{slowest[2] * 1000:.0f} ({slowest[0]})"],
