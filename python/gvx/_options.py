@@ -10,6 +10,7 @@ value is first looked at.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import re
@@ -284,6 +285,17 @@ def sandbox_config(
     if restore is not None:
         config["restore"] = _path("restore", restore)
     return config
+
+
+def check_sandbox_options(where: str, image: object, options: Mapping[str, object]) -> None:
+    """Checks gvx.Sandbox arguments that are kept to start sandboxes later
+    (GvxEnv's), so that a bad one is refused at once rather than on a worker
+    thread at the first reset."""
+    known = [p for p in inspect.signature(sandbox_config).parameters if p != "image"]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise errors.InvalidArgumentError(f"{where}: unknown gvx.Sandbox options {unknown}; gvx.Sandbox takes {known}")
+    sandbox_config(image, **options)
 
 
 @dataclass(frozen=True)

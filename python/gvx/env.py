@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
-from . import _episodes, errors
+from . import _episodes, _options, errors
 from .sandbox import ExecResult, Mount, Sandbox
 from .volumes import Volume
 
@@ -134,6 +134,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
             raise errors.InvalidArgumentError(f"on_sandbox_failure={on_sandbox_failure!r}: use 'truncate' or 'raise'")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise errors.InvalidArgumentError(f"render_mode={render_mode!r}: use one of {self.metadata['render_modes']}")
+        _options.check_sandbox_options("GvxEnv", image, sandbox_options)
         self.image = image
         self.setup = list(setup)
         self.reward_fn = reward_fn

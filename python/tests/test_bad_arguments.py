@@ -123,6 +123,9 @@ def test_exec_bad_argument(box: gvx.Sandbox, arg: str, kwargs: dict[str, Any], m
 
 # The other entry points check through the same code as gvx.Sandbox and
 # Sandbox.exec; a few cases of each show that they do not drift.
+# (GvxEnv's check at construction covers what gvx checks in Python; what
+# libgvx or rungv refuses, such as more CPUs than rungv allows, comes at the
+# first reset, and is not among these.)
 TWIN_SANDBOX_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("env", {"env": 42}, "env"),
     ("env", {"env": {"A": 1}}, "env"),
@@ -159,6 +162,22 @@ def test_aio_exec_bad_argument(box: gvx.Sandbox, arg: str, kwargs: dict[str, Any
     assert box.exec("echo ok").stdout == "ok\n"
 
 
+@pytest.mark.parametrize("arg,kwargs,mentions", _params(TWIN_SANDBOX_CASES))
+def test_env_bad_sandbox_argument(arg: str, kwargs: dict[str, Any], mentions: str) -> None:
+    """GvxEnv keeps its sandbox options to start sandboxes later, on worker
+    threads; it refuses a bad one when it is made."""
+
+    def call() -> None:
+        gvx.GvxEnv(warm=0, **kwargs).close()
+
+    _check(f"GvxEnv({arg}=...)", call, mentions)
+
+
+def test_env_unknown_sandbox_option() -> None:
+    with pytest.raises(gvx.InvalidArgumentError, match=r"unknown gvx.Sandbox options \['memroy'\]"):
+        gvx.GvxEnv(warm=0, memroy="1g")
+
+
 def test_bad_arguments_report() -> None:
     """Runs last in this module: the figures of the cases above."""
     if not _outcomes:
@@ -166,7 +185,7 @@ def test_bad_arguments_report() -> None:
     counts = {k: sum(1 for _, o, _ in _outcomes if o == k) for k in ("clear", "unclear", "accepted", "wrong exception")}
     slowest = max(_outcomes, key=lambda o: o[2])
     report_table(
-        "Bad arguments: gvx.Sandbox(...), Sandbox.exec(...) and their gvx.aio twins from Python",
+        "Bad arguments: gvx.Sandbox(...), Sandbox.exec(...) and their gvx.aio and GvxEnv twins from Python",
         ["cases tried", "clear errors", "unclear errors", "accepted", "wrong exception", "interpreter crashes", "slowest case (ms)"],
         [str(len(_outcomes)), str(counts["clear"]), str(counts["unclear"]), str(counts["accepted"]), str(counts["wrong exception"]), "0",
          f"{slowest[2] * 1000:.0f} ({slowest[0]})"],
