@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -51,6 +52,9 @@ func imagePull(ref, optionsJSON string, progress func(string)) (string, error) {
 		return "", err
 	}
 	s, err := store.Open(o.Cache)
+	if err != nil && o.Cache != "" {
+		return "", fmt.Errorf(`options: "cache": %w; give a directory this process can create and write`, err)
+	}
 	if err != nil {
 		return "", err
 	}

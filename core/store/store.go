@@ -61,17 +61,24 @@ func DefaultRoot() string {
 }
 
 // Open opens (creating if needed) the store at root; "" means DefaultRoot.
+// A root the caller gave is the caller's to explain (a flag, an option);
+// only for the default does the error say how to choose another.
 func Open(root string) (*Store, error) {
+	fix := ""
 	if root == "" {
 		root = DefaultRoot()
+		fix = " (set GVX_CACHE to a writable directory)"
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
 	}
+	if st, err := os.Stat(abs); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("the image cache at %s is not a directory%s", abs, fix)
+	}
 	for _, d := range []string{imagesDir, tmpDir, locksDir} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
-			return nil, fmt.Errorf("creating the image cache at %s: %w (set GVX_CACHE to a writable directory)", abs, err)
+			return nil, fmt.Errorf("creating the image cache at %s: %w%s", abs, err, fix)
 		}
 	}
 	return &Store{root: abs}, nil

@@ -121,5 +121,9 @@ func flagWant(typ string) string {
 }
 
 func (g *globalFlags) store() (*store.Store, error) {
-	return store.Open(g.cache)
+	s, err := store.Open(g.cache)
+	if err != nil && g.cache != "" {
+		return nil, fmt.Errorf("--cache: %w; give a directory rungv can create and write", err)
+	}
+	return s, err
 }
