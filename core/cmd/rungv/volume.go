@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"z.gfire.dev/gvx/core/ext4lite"
 	"z.gfire.dev/gvx/core/ext4lite/blockdev"
+	"z.gfire.dev/gvx/core/internal/hostfile"
 )
 
 // newVolumeCommand is `rungv volume`: single-file ext4 volumes for
@@ -131,6 +133,13 @@ recorded at clone time, or from --golden.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			episode, out := args[0], args[1]
+			// --golden first: a value that cannot be a golden is wrong
+			// whatever the episode is.
+			if golden != "" {
+				if err := requireGolden(golden); err != nil {
+					return fmt.Errorf("--golden: %w", err)
+				}
+			}
 			if err := requireVolume(episode); err != nil {
 				return err
 			}
@@ -172,12 +181,12 @@ func flattenDelta(episode, golden, out string) error {
 // requireVolume checks that path is an ext4 image or a delta, so every
 // subcommand fails on anything else with the same clear message.
 func requireVolume(path string) error {
-	st, err := os.Stat(path)
-	if err != nil {
+	err := hostfile.CheckPath(path, hostfile.Regular)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s does not exist; give an ext4 volume file (`rungv volume create` makes one)", path)
+	case err != nil:
 		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file; a volume is an ext4 image file", path)
 	}
 	if isDelta, err := blockdev.IsDelta(path); err == nil && isDelta {
 		return nil
@@ -190,4 +199,20 @@ func requireVolume(path string) error {
 		return fmt.Errorf("%s is not a usable ext4 volume (create one with `rungv volume create`): %w", path, err)
 	}
 	return fs.Close()
+}
+
+// requireGolden checks that path can be the golden image of a delta: a
+// standalone ext4 image, not a delta itself.
+func requireGolden(path string) error {
+	if err := requireVolume(path); err != nil {
+		return err
+	}
+	isDelta, err := blockdev.IsDelta(path)
+	switch {
+	case err != nil:
+		return err
+	case isDelta:
+		return fmt.Errorf("%s is itself a clone (a delta); give the standalone image the episode was cloned from", path)
+	}
+	return nil
 }

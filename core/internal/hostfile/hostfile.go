@@ -84,6 +84,17 @@ func Open(path string, flag int, kinds Kinds) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
+// CheckPath reports whether the file at path, following symlinks, is of
+// one of kinds, without opening it: for checking what a user named before
+// the work that opens it starts. The error is Open's for the same file.
+func CheckPath(path string, kinds Kinds) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return check(path, st.Mode, kinds)
+}
+
 // Check reports whether the open file f is of one of kinds, for files a
 // caller opened itself.
 func Check(f *os.File, kinds Kinds) error {

@@ -77,3 +77,20 @@ func fcntlFlags(f *os.File) (int, error) {
 	}
 	return int(r), nil
 }
+
+func TestCheckPath(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "file")
+	if err := os.WriteFile(reg, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPath(reg, Regular); err != nil {
+		t.Errorf("a regular file: %v", err)
+	}
+	if err := CheckPath(dir, Regular); !errors.Is(err, ErrKind) || !strings.Contains(err.Error(), dir+" is a directory") {
+		t.Errorf("a directory: %v, want ErrKind naming it", err)
+	}
+	if err := CheckPath(filepath.Join(dir, "missing"), Regular); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+}
