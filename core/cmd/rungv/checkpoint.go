@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 
@@ -155,10 +156,14 @@ with a snapshot hook (label ` + image.SnapshotHookLabel + `).`,
       --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if controlAddr == "" || output == "" {
-				return errors.New("checkpoint needs --control unix:PATH (the sandbox's control endpoint) and -o FILE")
+			path, err := checkpointSource(controlAddr)
+			if err != nil {
+				return err
 			}
-			return checkpoint(cmd.Context(), controlAddr, output, stop)
+			if err := checkSnapshotOutput(output); err != nil {
+				return err
+			}
+			return checkpoint(cmd.Context(), controlAddr, path, output, stop)
 		},
 	}
 	fl := cmd.Flags()
@@ -168,12 +173,48 @@ with a snapshot hook (label ` + image.SnapshotHookLabel + `).`,
 	return cmd
 }
 
+// checkpointSource checks checkpoint's --control, unix:PATH, and returns
+// the path.
+func checkpointSource(addr string) (string, error) {
+	if addr == "" {
+		return "", errors.New("checkpoint needs --control unix:PATH: give the control endpoint the sandbox was started with (rungv run --control unix:PATH)")
+	}
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok || path == "" {
+		return "", fmt.Errorf("--control %q: give unix:PATH, the control endpoint the sandbox was started with (rungv run --control unix:PATH)", addr)
+	}
+	if err := checkSocketPath(path); err != nil {
+		return "", fmt.Errorf("--control %s: %w", addr, err)
+	}
+	return path, nil
+}
+
+// checkSnapshotOutput checks checkpoint's -o before the sandbox is asked
+// for a snapshot it would have nowhere to put.
+func checkSnapshotOutput(output string) error {
+	if output == "" {
+		return errors.New("checkpoint needs --output (-o) FILE: give the file to write the snapshot to")
+	}
+	if st, err := os.Stat(output); err == nil && st.IsDir() {
+		return fmt.Errorf("--output %s is a directory; give the path of the snapshot file to write", output)
+	}
+	if err := checkParentDir(output); err != nil {
+		return fmt.Errorf("--output %s: %w", output, err)
+	}
+	return nil
+}
+
 // checkpoint writes the snapshot whole or not at all, so a failed
 // checkpoint leaves no partial snapshot.
-func checkpoint(ctx context.Context, addr, output string, stop bool) error {
-	c, err := control.Dial(ctx, strings.TrimPrefix(addr, "unix:"))
-	if err != nil {
-		return err
+func checkpoint(ctx context.Context, addr, path, output string, stop bool) error {
+	c, err := control.Dial(ctx, path)
+	var dialErr *net.OpError
+	switch {
+	case errors.As(err, &dialErr):
+		// Nothing serves the endpoint: the flag is what is wrong.
+		return fmt.Errorf("--control %s: no sandbox answers there (%v); give the control endpoint of a running sandbox, as its rungv run --control named it", addr, dialErr.Err)
+	case err != nil:
+		return fmt.Errorf("--control %s: %w", addr, err)
 	}
 	defer c.Close()
 	if err := atomicfile.Write(output, func(f *os.File) error {

@@ -157,6 +157,12 @@ func parsePublish(s string) (netstack.Publish, error) {
 		if err != nil {
 			return p, fmt.Errorf("-p %s: %w", s, err)
 		}
+		if err := checkSocketPath(abs); err != nil {
+			return p, fmt.Errorf("-p %s: %w", s, err)
+		}
+		if err := checkParentDir(abs); err != nil {
+			return p, fmt.Errorf("-p %s: %w", s, err)
+		}
 		return netstack.Publish{HostPath: abs, Protocol: netstack.TCP, GuestPort: port}, nil
 	}
 	spec, proto, hasProto := strings.Cut(s, "/")

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,6 +166,10 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if err != nil {
 		return err
 	}
+	ctlSpec, err := parseControl(f.control)
+	if err != nil {
+		return err
+	}
 	if f.tty && !term.IsTerminal(int(os.Stdin.Fd())) {
 		return errors.New("-t: the input device is not a TTY; drop -t, or run rungv on a terminal")
 	}
@@ -219,7 +225,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		}
 		defer snapshot.Close()
 	}
-	ctl, err := openControl(f.control)
+	ctl, err := openControl(ctlSpec)
 	if err != nil {
 		return err
 	}
@@ -634,53 +640,107 @@ type controlEndpoint struct {
 	conn     net.Conn          // fd:N
 }
 
-func openControl(spec string) (*controlEndpoint, error) {
+// controlSpec is a checked --control value: a socket path to bind, or an
+// inherited descriptor.
+type controlSpec struct {
+	spec string // as given, for errors
+	path string // unix:PATH
+	fd   int    // fd:N
+}
+
+// parseControl checks --control before anything is pulled or booted.
+func parseControl(spec string) (controlSpec, error) {
+	c := controlSpec{spec: spec}
 	switch {
 	case spec == "":
-		return &controlEndpoint{}, nil
+		return c, nil
 	case strings.HasPrefix(spec, "unix:"):
-		path := strings.TrimPrefix(spec, "unix:")
-		if path == "" {
-			return nil, errors.New("--control unix:PATH needs a path")
+		c.path = strings.TrimPrefix(spec, "unix:")
+		if c.path == "" {
+			return c, errors.New("--control unix:PATH needs a path")
 		}
-		if len(path) > netstack.MaxUnixPath {
-			return nil, fmt.Errorf("--control %s: the path is %d bytes, more than the %d a unix socket's address holds (sun_path); pick a shorter path, e.g. in /tmp", spec, len(path), netstack.MaxUnixPath)
+		if err := checkSocketPath(c.path); err != nil {
+			return c, fmt.Errorf("--control %s: %w", spec, err)
 		}
-		if _, err := os.Lstat(path); err == nil {
-			return nil, fmt.Errorf("--control %s: the path exists; remove it or pick another (is another sandbox using it?)", spec)
+		if _, err := os.Lstat(c.path); err == nil {
+			return c, fmt.Errorf("--control %s: the path exists; remove it or pick another (is another sandbox using it?)", spec)
 		}
-		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-		if err != nil {
-			return nil, fmt.Errorf("--control %s: %w", spec, err)
+		if err := checkParentDir(c.path); err != nil {
+			return c, fmt.Errorf("--control %s: %w", spec, err)
 		}
-		// After lockdown unlink is denied; the janitor removes the file.
-		l.SetUnlinkOnClose(false)
-		if err := os.Chmod(path, 0o600); err != nil {
-			l.Close()
-			os.Remove(path)
-			return nil, err
-		}
-		id, err := identify(path)
-		if err != nil {
-			l.Close()
-			os.Remove(path)
-			return nil, err
-		}
-		return &controlEndpoint{listener: l, file: &id}, nil
+		return c, nil
 	case strings.HasPrefix(spec, "fd:"):
 		n, err := strconv.Atoi(strings.TrimPrefix(spec, "fd:"))
 		if err != nil || n < 3 {
-			return nil, fmt.Errorf("--control %s: want fd:N with N >= 3, an inherited connected socket", spec)
+			return c, fmt.Errorf("--control %s: want fd:N with N >= 3, an inherited connected socket", spec)
 		}
-		file := os.NewFile(uintptr(n), "control")
+		c.fd = n
+		return c, nil
+	}
+	return c, fmt.Errorf("--control %q: use unix:PATH or fd:N", spec)
+}
+
+// openControl binds or takes over the endpoint c names.
+func openControl(c controlSpec) (*controlEndpoint, error) {
+	switch {
+	case c.path != "":
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: c.path, Net: "unix"})
+		if err != nil {
+			return nil, fmt.Errorf("--control %s: %w; pick a path in a directory rungv can write", c.spec, err)
+		}
+		// After lockdown unlink is denied; the janitor removes the file.
+		l.SetUnlinkOnClose(false)
+		if err := os.Chmod(c.path, 0o600); err != nil {
+			l.Close()
+			os.Remove(c.path)
+			return nil, err
+		}
+		id, err := identify(c.path)
+		if err != nil {
+			l.Close()
+			os.Remove(c.path)
+			return nil, err
+		}
+		return &controlEndpoint{listener: l, file: &id}, nil
+	case c.fd != 0:
+		file := os.NewFile(uintptr(c.fd), "control")
 		conn, err := net.FileConn(file)
 		file.Close()
 		if err != nil {
-			return nil, fmt.Errorf("--control %s: %w (pass a connected unix socket)", spec, err)
+			return nil, fmt.Errorf("--control %s: %w (pass a connected unix socket)", c.spec, err)
 		}
 		return &controlEndpoint{conn: conn}, nil
 	}
-	return nil, fmt.Errorf("--control %q: use unix:PATH or fd:N", spec)
+	return &controlEndpoint{}, nil
+}
+
+// checkSocketPath checks a unix socket path a flag names before anything
+// binds or dials it: the kernel refuses one too long for sun_path with
+// EINVAL, which says neither which flag nor what to give.
+func checkSocketPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("the socket path is empty; give one, e.g. /tmp/box.sock")
+	case len(path) > netstack.MaxUnixPath:
+		return fmt.Errorf("the path is %d bytes, more than the %d a unix socket's address holds (sun_path); pick a shorter path, e.g. in /tmp", len(path), netstack.MaxUnixPath)
+	}
+	return nil
+}
+
+// checkParentDir checks that the directory a file is to be made in
+// exists, for the flags that name a file rungv creates.
+func checkParentDir(path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("the directory %s does not exist; create it or pick a path in an existing directory", dir)
+	case err != nil:
+		return err
+	case !st.IsDir():
+		return fmt.Errorf("%s is not a directory; pick a path in a directory", dir)
+	}
+	return nil
 }
 
 // openExitStatus returns the inherited descriptor fd that --exit-status-fd
