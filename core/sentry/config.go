@@ -199,7 +199,7 @@ func (c Config) CheckLimits() error {
 		}
 		for _, cpu := range c.CPUSet {
 			if cpu < 0 || cpu >= maxHostCPU || !allowed.IsSet(cpu) {
-				return &LimitError{"CPUSet", fmt.Sprint(c.CPUSet), fmt.Sprintf("names CPU %d, which this process may not run on (it may use %s)", cpu, formatCPUSet(&allowed)),
+				return &LimitError{"CPUSet", fmt.Sprint(c.CPUSet), fmt.Sprintf("names CPU %d, which this process may not run on (it may use %s)", cpu, FormatCPUSet(&allowed)),
 					"pick CPUs from that list"}
 			}
 		}

@@ -36,7 +36,7 @@ func pinToCPUs(cpus []int) error {
 		want.Set(c)
 	}
 	if err := setAffinityAllThreads(&want); err != nil {
-		return fmt.Errorf("sentry: pinning this process's threads to CPUs %s: %w", formatCPUSet(&want), err)
+		return fmt.Errorf("sentry: pinning this process's threads to CPUs %s: %w", FormatCPUSet(&want), err)
 	}
 	if n := want.Count(); n < runtime.GOMAXPROCS(0) {
 		runtime.GOMAXPROCS(n)
@@ -44,8 +44,9 @@ func pinToCPUs(cpus []int) error {
 	return nil
 }
 
-// formatCPUSet writes s as a CPU list, as in "0-3,6".
-func formatCPUSet(s *unix.CPUSet) string {
+// FormatCPUSet writes s as a CPU list, as in "0-3,6", as --cpuset-cpus
+// and /proc/PID/status (Cpus_allowed_list) write one.
+func FormatCPUSet(s *unix.CPUSet) string {
 	var parts []string
 	for c := 0; c < maxHostCPU; c++ {
 		if !s.IsSet(c) {

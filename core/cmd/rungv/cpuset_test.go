@@ -17,21 +17,32 @@ import (
 )
 
 func TestParseCPUList(t *testing.T) {
+	var all, two unix.CPUSet
+	for c := range len(all) * 64 {
+		all.Set(c)
+	}
+	two.Set(0)
+	two.Set(1)
 	for in, want := range map[string]string{
 		"":          "[]",
 		"3":         "[3]",
 		"0-3,6":     "[0 1 2 3 6]",
 		" 1 , 1-2 ": "[1 2]",
 	} {
-		got, err := parseCPUList(in)
+		got, err := parseCPUList(in, &all)
 		if err != nil || fmt.Sprint(got) != want {
 			t.Errorf("parseCPUList(%q) = %v, %v; want %s", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"a", "1-", "-1", "3-1", "1,,2", "0-100000"} {
-		if got, err := parseCPUList(in); err == nil {
+		if got, err := parseCPUList(in, &all); err == nil {
 			t.Errorf("parseCPUList(%q) = %v, want an error", in, got)
 		}
+	}
+	// A CPU the process may not run on is named, with those it may.
+	want := `"0-99999" names CPU 2, which this process may not run on: it may use 2 CPUs, 0-1; pick CPUs from those`
+	if _, err := parseCPUList("0-99999", &two); err == nil || err.Error() != want {
+		t.Errorf("parseCPUList(0-99999) over CPUs 0-1: %v, want %q", err, want)
 	}
 }
 
@@ -100,7 +111,7 @@ func TestRunCPUSet(t *testing.T) {
 
 	if notAllowed >= 0 {
 		_, errOut, code := runCLI(t, "", "run", "-q", "--cpuset-cpus", strconv.Itoa(notAllowed), img, "true")
-		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("--cpuset-cpus %d names CPU %d, which this process may not run on", notAllowed, notAllowed)) {
+		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("--cpuset-cpus: \"%d\" names CPU %d, which this process may not run on", notAllowed, notAllowed)) {
 			t.Errorf("--cpuset-cpus %d (not allowed): exit %d, %q", notAllowed, code, errOut)
 		}
 	}

@@ -501,8 +501,14 @@ func (f *runFlags) sentryConfig() (sentry.Config, error) {
 	if cfg.CPUs, err = cpuCount(f.cpus); err != nil {
 		return cfg, err
 	}
-	if cfg.CPUSet, err = parseCPUList(f.cpusetCPUs); err != nil {
-		return cfg, fmt.Errorf("--cpuset-cpus: %w", err)
+	if f.cpusetCPUs != "" {
+		var allowed unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+			return cfg, fmt.Errorf("--cpuset-cpus: reading the CPUs this process may run on: %w", err)
+		}
+		if cfg.CPUSet, err = parseCPUList(f.cpusetCPUs, &allowed); err != nil {
+			return cfg, fmt.Errorf("--cpuset-cpus: %w", err)
+		}
 	}
 	cfg.PidsLimit = f.pidsLimit
 	if f.pidsLimit == 0 {

@@ -11,8 +11,11 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/hostfile"
+	"z.gfire.dev/gvx/core/sentry"
 )
 
 // processSpec is a command resolved against an image's config, the way
@@ -269,7 +272,9 @@ func parseBytes(s string) (uint64, error) {
 
 // parseCPUList parses a CPU list as docker run --cpuset-cpus takes it:
 // numbers and ranges, comma-separated ("0-3,6"). Repeated CPUs count once.
-func parseCPUList(s string) ([]int, error) {
+// Each CPU must be in allowed, the CPUs this process may run on; checking
+// while expanding keeps a range such as 0-99999 from being expanded.
+func parseCPUList(s string, allowed *unix.CPUSet) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
@@ -286,10 +291,10 @@ func parseCPUList(s string) ([]int, error) {
 		if err1 != nil || err2 != nil || first < 0 || last < first {
 			return nil, fmt.Errorf("%q is not a CPU list; write CPU numbers and ranges such as 0-3,6", s)
 		}
-		if last-first >= 4096 {
-			return nil, fmt.Errorf("%q names more CPUs than any host has", s)
-		}
 		for c := first; c <= last; c++ {
+			if !allowed.IsSet(c) {
+				return nil, fmt.Errorf("%q names CPU %d, which this process may not run on: it may use %d CPUs, %s; pick CPUs from those", s, c, allowed.Count(), sentry.FormatCPUSet(allowed))
+			}
 			if !seen[c] {
 				seen[c] = true
 				cpus = append(cpus, c)
