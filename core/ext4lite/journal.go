@@ -1,6 +1,7 @@
 package ext4lite
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -264,7 +265,7 @@ func (fs *FS) syncData() error {
 }
 
 func (fs *FS) commitWithoutJournal(live []*buffer) error {
-	slices.SortFunc(live, func(a, b *buffer) int { return cmpU64(a.blk, b.blk) })
+	slices.SortFunc(live, func(a, b *buffer) int { return cmp.Compare(a.blk, b.blk) })
 	if err := fs.writeSorted(live, func(b *buffer) []byte { return b.data }); err != nil {
 		return err
 	}
@@ -356,7 +357,7 @@ func (fs *FS) checkpoint() error {
 	for _, b := range fs.ckpt {
 		bufs = append(bufs, b)
 	}
-	slices.SortFunc(bufs, func(a, b *buffer) int { return cmpU64(a.blk, b.blk) })
+	slices.SortFunc(bufs, func(a, b *buffer) int { return cmp.Compare(a.blk, b.blk) })
 	if err := fs.writeSorted(bufs, func(b *buffer) []byte { return b.committed }); err != nil {
 		return err
 	}
@@ -416,14 +417,4 @@ func (fs *FS) writeSorted(bufs []*buffer, data func(*buffer) []byte) error {
 		i = j
 	}
 	return nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package ext4lite
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -49,7 +50,7 @@ func (fs *FS) buildMetaZone() {
 			zoneRange{start: d.InodeBitmap(), end: d.InodeBitmap() + 1},
 			zoneRange{start: d.InodeTable(), end: d.InodeTable() + uint64(g.itableBlocks)})
 	}
-	slices.SortFunc(rs, func(a, b zoneRange) int { return compareU64(a.start, b.start) })
+	slices.SortFunc(rs, func(a, b zoneRange) int { return cmp.Compare(a.start, b.start) })
 	z := rs[:1]
 	for _, r := range rs[1:] {
 		last := &z[len(z)-1]
@@ -65,16 +66,6 @@ func (fs *FS) buildMetaZone() {
 	fs.zone = z
 }
 
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // noOwner is the owner, for badBlocks, of blocks being allocated: no
 // metadata is theirs.
 const noOwner = ^Ino(0)
@@ -85,7 +76,7 @@ func (fs *FS) addJournalZone(ino Ino, m *fileMap) {
 	for _, e := range m.exts {
 		fs.zone = append(fs.zone, zoneRange{start: e.Physical, end: e.Physical + uint64(e.Len), ino: ino})
 	}
-	slices.SortFunc(fs.zone, func(a, b zoneRange) int { return compareU64(a.start, b.start) })
+	slices.SortFunc(fs.zone, func(a, b zoneRange) int { return cmp.Compare(a.start, b.start) })
 }
 
 // badBlocks says why inode ino may not map blocks [start, start+n): they

@@ -13,19 +13,7 @@ import (
 // them. gVisor's fallocate refuses every non-zero mode before asking the
 // file, because its own filesystems would treat them as mode 0; for
 // every other file it still does.
-func installFallocate() {
-	for _, table := range kernel.SyscallTables() {
-		sysno, err := table.LookupNo("fallocate")
-		if err != nil {
-			continue
-		}
-		sc := table.Table[sysno]
-		sc.Fn = fallocateModes(sc.Fn)
-		table.Table[sysno] = sc
-		// Rebuild the fast lookup array from the edited map.
-		table.Init()
-	}
-}
+func installFallocate() { wrapSyscalls([]string{"fallocate"}, fallocateModes) }
 
 // fallocateModes returns fn extended to pass non-zero modes to ext4
 // volume files.

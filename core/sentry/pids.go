@@ -52,19 +52,7 @@ var taskCreatingSyscalls = []string{"clone", "clone3", "fork", "vfork"}
 //
 // Preconditions: no kernel is running (the tables are process-wide).
 func installPidsLimiter() {
-	for _, table := range kernel.SyscallTables() {
-		for _, name := range taskCreatingSyscalls {
-			sysno, err := table.LookupNo(name)
-			if err != nil {
-				continue // not on this architecture (arm64 has no fork)
-			}
-			sc := table.Table[sysno]
-			sc.Fn = limitTasks(hostRefusalsAsEAGAIN(sc.Fn))
-			table.Table[sysno] = sc
-		}
-		// Rebuild the fast lookup array from the edited map.
-		table.Init()
-	}
+	wrapSyscalls(taskCreatingSyscalls, func(fn kernel.SyscallFn) kernel.SyscallFn { return limitTasks(hostRefusalsAsEAGAIN(fn)) })
 }
 
 // limitTasks returns fn guarded by the task limit of the caller's kernel.

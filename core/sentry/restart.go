@@ -19,21 +19,7 @@ var openSyscalls = []string{"open", "openat", "openat2", "creat"}
 // on a busy host.
 //
 // Preconditions: no kernel is running (the tables are process-wide).
-func installOpenRestart() {
-	for _, table := range kernel.SyscallTables() {
-		for _, name := range openSyscalls {
-			sysno, err := table.LookupNo(name)
-			if err != nil {
-				continue // not on this architecture (arm64 has no open)
-			}
-			sc := table.Table[sysno]
-			sc.Fn = restartInterruptedOpen(sc.Fn)
-			table.Table[sysno] = sc
-		}
-		// Rebuild the fast lookup array from the edited map.
-		table.Init()
-	}
-}
+func installOpenRestart() { wrapSyscalls(openSyscalls, restartInterruptedOpen) }
 
 // restartInterruptedOpen returns fn with EINTR turned into ERESTARTSYS: the
 // task's signal delivery then restarts the call or returns EINTR, by the
