@@ -47,6 +47,21 @@ func TestKVMNeverHangs(t *testing.T) {
 
 	out, errOut, code, took := run()
 	records, _ := filepath.Glob(filepath.Join(cache, "platform-probes", "kvm-*"))
+	if len(records) == 0 && code != 0 && strings.Contains(errOut, "a probe sandbox failed") {
+		// kvm fails at once on this host instead of hanging; such a
+		// failure is not recorded (checkKVM), so there is nothing more
+		// to check than what it says.
+		t.Logf("kvm fails at once here (%v): %.200s", took, errOut)
+		for _, want := range []string{"--platform kvm does not work on this host", "use --platform systrap"} {
+			if !strings.Contains(errOut, want) {
+				t.Fatalf("stderr %q does not say %q", errOut, want)
+			}
+		}
+		if leftover := probeProcesses(t, cache); len(leftover) > 0 {
+			t.Errorf("the probe left processes behind: %v", leftover)
+		}
+		return
+	}
 	if len(records) != 1 {
 		t.Fatalf("want one record of the probe's outcome, have %v", records)
 	}
