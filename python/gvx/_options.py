@@ -47,10 +47,6 @@ def _str(name: str, value: object, want: str = "a str") -> str:
     return value
 
 
-def _opt_str(name: str, value: object, want: str = "a str") -> Optional[str]:
-    return None if value is None else _str(name, value, want)
-
-
 def _flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise _bad(name, "True or False", value)
@@ -186,8 +182,6 @@ def parse_port(spec: str) -> dict[str, object]:
 
 def _cpu_list(cpuset: object) -> list[int]:
     want = "a list of CPU numbers such as [0, 1]"
-    if isinstance(cpuset, (str, bytes)):
-        raise errors.InvalidArgumentError(f"cpuset {cpuset!r}: pass a sequence of CPU numbers, such as [0, 1]")
     out = []
     for c in _items("cpuset", cpuset, want):
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:

@@ -662,9 +662,6 @@ func parseControl(spec string) (controlSpec, error) {
 		return c, nil
 	case strings.HasPrefix(spec, "unix:"):
 		c.path = strings.TrimPrefix(spec, "unix:")
-		if c.path == "" {
-			return c, errors.New("--control unix:PATH needs a path")
-		}
 		if err := checkSocketPath(c.path); err != nil {
 			return c, fmt.Errorf("--control %s: %w", spec, err)
 		}
