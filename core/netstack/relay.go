@@ -1,11 +1,11 @@
 package netstack
 
 import (
-	"io"
 	"net"
 	"sync"
 
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"z.gfire.dev/gvx/core/lockdown"
 )
 
 // relayBufSize is the copy buffer of one direction of a relayed stream.
@@ -55,9 +55,7 @@ func relayStreams(drain <-chan struct{}, a, b stream) {
 func copyHalf(dst, src stream) {
 	bp := relayBufs.Get().(*[]byte)
 	defer relayBufs.Put(bp)
-	// Plain Reader and Writer: no ReadFrom/WriteTo fast paths (splice,
-	// sendfile), whose system calls the lockdown does not allow.
-	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+	_, err := lockdown.Copy(dst, src, *bp)
 	if err != nil {
 		dst.Close()
 		src.Close()

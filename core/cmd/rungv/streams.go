@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"time"
+
+	"z.gfire.dev/gvx/core/lockdown"
 )
 
 // outputPipes stands between init and rungv's stdout or stderr when they
@@ -36,7 +37,8 @@ func (o *outputPipes) stream(f *os.File) (*os.File, bool, error) {
 	go func() {
 		defer close(done)
 		defer r.Close()
-		io.Copy(f, r)
+		// The copy runs after lockdown.
+		lockdown.Copy(f, r, make([]byte, 64<<10))
 	}()
 	return w, true, nil
 }
