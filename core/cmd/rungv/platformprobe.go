@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"z.gfire.dev/gvx/core/internal/tailbuf"
 	"z.gfire.dev/gvx/core/sentry"
 )
 
@@ -90,9 +90,9 @@ func kvmProbeRecords(cacheDir string) (ok, failed string) {
 // runPlatformProbe runs the probe for platform p in a child process and
 // kills it after timeout.
 func runPlatformProbe(p sentry.Platform, erofsPath string, timeout time.Duration) error {
-	var out bytes.Buffer
+	out := &tailbuf.Buffer{Max: probeOutputMax}
 	cmd := exec.Command("/proc/self/exe", platformProbeCommand, string(p), erofsPath)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group: a Ctrl-C meant for rungv must not reach it
 	// first, and rungv kills it when it is done with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -104,7 +104,7 @@ func runPlatformProbe(p sentry.Platform, erofsPath string, timeout time.Duration
 	select {
 	case err := <-done:
 		if err != nil || !strings.Contains(out.String(), probeOK) {
-			return fmt.Errorf("a probe sandbox failed: %v: %s", err, strings.TrimSpace(out.String()))
+			return fmt.Errorf("a probe sandbox failed: %v: %s", err, probeReport(out))
 		}
 		return nil
 	case <-time.After(timeout):
@@ -112,6 +112,22 @@ func runPlatformProbe(p sentry.Platform, erofsPath string, timeout time.Duration
 		<-done
 		return fmt.Errorf("%w: a probe sandbox's first guest instructions did not finish within %v (kvm under nested virtualization hangs this way)", errProbeHung, timeout)
 	}
+}
+
+// probeOutputMax bounds what is kept of a probe's output.
+const probeOutputMax = 4 << 10
+
+// probeReport is what a failed probe said: the head of its crash report if
+// it crashed (a Go crash prints every goroutine's stack, which says nothing
+// more to the user), or the end of its output.
+func probeReport(out *tailbuf.Buffer) string {
+	if head, more := out.Crash(); head != "" {
+		if more > 0 {
+			head += fmt.Sprintf("\n… and %d more lines of its crash report", more)
+		}
+		return head
+	}
+	return strings.TrimSpace(out.String())
 }
 
 // errProbeHung marks a probe that had to be killed.

@@ -57,6 +57,11 @@ func TestKVMNeverHangs(t *testing.T) {
 				t.Fatalf("stderr %q does not say %q", errOut, want)
 			}
 		}
+		// A crashed probe is reported by its crash's head, not by every
+		// goroutine's stack.
+		if n := strings.Count(errOut, "\ngoroutine "); n > 1 {
+			t.Errorf("the report holds %d goroutine stacks (%d bytes); want the crash's head only", n, len(errOut))
+		}
 		if leftover := probeProcesses(t, cache); len(leftover) > 0 {
 			t.Errorf("the probe left processes behind: %v", leftover)
 		}
