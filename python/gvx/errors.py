@@ -73,6 +73,10 @@ class ExecError(GvxError):
             message += f"; stderr ends with:\n{tail}"
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[type["ExecError"], tuple["ExecResult", object]]:
+        # Pickled with its result, so it crosses processes (gvx.ray, multiprocessing) whole.
+        return ExecError, (self.result, self.command)
+
 
 class NoSpaceError(GvxError, OSError):
     """The sandbox is full: its volume, or its memory limit, which holds the files
