@@ -24,7 +24,8 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 # (reflink clone tests), debootstrap (the Docker-in-gvx image), isal (igzip,
 # which inflates gzip layers for pulls 2-3x faster than Go; pulls work without).
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
-PY_PACKAGES := pytest mypy gymnasium nbclient nbformat ipykernel
+# ray: the tests of gvx.ray (the gvx[ray] extra), at the version they were written against.
+PY_PACKAGES := pytest mypy gymnasium nbclient nbformat ipykernel ray==2.60.0
 
 .PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
 
@@ -100,12 +101,12 @@ deps-apt:
 deps-go:
 	@$(GO) mod download
 
-deps-python: $(VENV)/.installed
-
-$(VENV)/.installed:
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q $(PY_PACKAGES)
-	@touch $@
+# The venv records what it was given, so a package added to PY_PACKAGES
+# reaches venvs made before it.
+deps-python:
+	@[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
+	@[ "$$(cat $(VENV)/.installed 2>/dev/null)" = "$(PY_PACKAGES)" ] || \
+		{ echo "pip install $(PY_PACKAGES)"; $(VENV)/bin/pip install -q $(PY_PACKAGES) && echo "$(PY_PACKAGES)" > $(VENV)/.installed; }
 
 test: deps all deps-docker deps-docker-image test-go test-python test-wheel
 
