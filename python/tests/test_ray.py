@@ -1,0 +1,419 @@
+"""gvx.ray.EnvPool on a real three-node Ray cluster on this machine.
+
+Ray binds to and dials the machine's interface address unless told not to,
+and no test may send traffic beyond loopback. So the cluster runs in network
+and PID namespaces the fixture makes (only ``lo`` up), every Ray process on
+``--node-ip-address=127.0.0.1``. The PID namespace keeps ``ray stop`` to this
+cluster's processes and ends them all when its first process exits, even if
+pytest is killed.
+
+Each test's driver runs inside the namespaces too: this file, run as a script
+(``python test_ray.py SCENARIO ADDRESS``), is that driver; its functions are
+then shipped to the nodes by value. The cluster is sized for 2 cores: three
+nodes of one CPU, a few environments each.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PORT = 6379  # free: the namespace has its own ports
+NODES = ("node_a", "node_b", "node_c")
+SCENARIO_TIMEOUT = 240.0
+
+# The namespaces' first process: brings lo up, says so, and reaps orphans
+# (daemonised Ray processes end up its children) until its stdin closes.
+NAMESPACE_INIT = """
+import os, subprocess, sys, threading
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+print("ready", flush=True)
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        threading.Event().wait(0.5)
+"""
+
+
+class Cluster:
+    """A Ray cluster in its own network and PID namespaces."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.address = f"127.0.0.1:{PORT}"
+        self.env = dict(os.environ)
+        self.env.update(
+            PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]),
+            GVX_CACHE=str(tmp / "gvx-cache"),
+            RAY_USAGE_STATS_ENABLED="0",
+        )
+        self.init = subprocess.Popen(
+            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c", NAMESPACE_INIT],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        assert self.init.stdout is not None
+        ready, _, _ = select.select([self.init.stdout], [], [], 30)
+        line = self.init.stdout.readline().decode() if ready else ""
+        if line.strip() != "ready":
+            raise RuntimeError(f"the namespace did not come up within 30 s: {line!r}")
+        self.ns_pid = self._child_of(self.init.pid)
+
+    @staticmethod
+    def _child_of(pid: int) -> int:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                children = []
+            if children:
+                return int(children[0])
+            time.sleep(0.05)  # polling /proc for a fork that has already been asked for
+        raise RuntimeError(f"unshare (pid {pid}) started no namespace process within 10 s")
+
+    def command(self, *args: str) -> list[str]:
+        """args run inside the namespaces."""
+        return ["nsenter", "-t", str(self.ns_pid), "-n", "-p", "-m", f"--wd={os.getcwd()}", "--", *args]
+
+    def ray(self, *args: str, timeout: float = 120) -> None:
+        ray_cli = str(Path(sys.executable).parent / "ray")
+        r = subprocess.run(self.command(ray_cli, *args), env=self.env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+
+    def start(self) -> None:
+        common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats"]
+        self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false",
+                 f"--temp-dir={self.tmp / 'ray'}", f"--resources={{\"{NODES[0]}\": 1}}", *common)
+        for name in NODES[1:]:
+            self.ray("start", f"--address={self.address}", f"--resources={{\"{name}\": 1}}", *common)
+
+    def run(self, scenario: Callable[[], None]) -> str:
+        """Runs a scenario_ function of this file as a driver inside the namespaces."""
+        start = time.monotonic()
+        r = subprocess.run(
+            self.command(sys.executable, str(Path(__file__).resolve()), scenario.__name__, self.address),
+            env=self.env, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT + 30,
+        )
+        print(f"{scenario.__name__}: {time.monotonic() - start:.1f} s\n{r.stdout}")
+        assert r.returncode == 0, f"{scenario.__name__} failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-8000:]}"
+        return r.stdout
+
+    def stop(self) -> None:
+        try:
+            self.ray("stop", "--force", timeout=60)
+        finally:
+            # Closing its stdin ends the namespaces' first process, and with it
+            # every process left in them.
+            assert self.init.stdin is not None
+            self.init.stdin.close()
+            try:
+                self.init.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.init.kill()
+                self.init.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if os.geteuid() != 0:
+        pytest.skip("the Ray tests run their cluster in a network namespace with only lo, which needs root (unshare -n)")
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("ray is not installed: pip install 'gvx[ray]' (make test installs it)")
+    for tool in ("unshare", "nsenter", "ip"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is missing: apt-get install util-linux iproute2")
+    # A short path: Ray's Unix sockets live under it.
+    tmp = Path(tempfile.mkdtemp(prefix="gvxray-", dir="/tmp"))
+    c = Cluster(tmp)
+    try:
+        start = time.monotonic()
+        c.start()
+        print(f"cluster of {len(NODES)} nodes up in {time.monotonic() - start:.1f} s")
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# The scenarios: drivers that run inside the namespaces.
+
+
+def _connect(address: str) -> dict[str, str]:
+    """Joins the cluster; returns each node's id -> its custom resource name."""
+    import ray
+
+    ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False)
+    nodes = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+    assert len(nodes) == len(NODES), nodes
+    # Nothing of Ray may be reached beyond loopback.
+    assert {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}, [n["NodeManagerAddress"] for n in nodes]
+    names = {}
+    for n in nodes:
+        (name,) = [r for r in n["Resources"] if r in NODES]
+        names[n["NodeID"]] = name
+    return names
+
+
+def _gone(pids: list[int], seconds: float) -> bool:
+    """Whether every pid has exited (or is a zombie) within seconds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.append(pid)
+        if not alive:
+            return True
+        time.sleep(0.1)  # polling /proc: there is no exit event for a non-child
+    return False
+
+
+def scenario_spread() -> None:
+    import gvx
+    import gvx.ray
+    from conftest import sandboxes_of
+
+    names = _connect(sys.argv[2])
+    n = 6
+    with gvx.ray.EnvPool(n, warm=1, max_steps=3, step_timeout=30, reward_fn=lambda sb, action, result: float(result.ok)) as pool:
+        assert len(pool) == n
+        placement = pool.placement()
+        by_node: dict[str, list[int]] = {}
+        for p in placement:
+            by_node.setdefault(p.node_id, []).append(p.env)
+            assert p.address == "127.0.0.1"
+        assert set(by_node) == set(names), (by_node, names)
+        assert sorted(len(v) for v in by_node.values()) == [2, 2, 2]
+        # One actor per node hosts that node's environments.
+        pids = {p.node_id: p.actor_pid for p in placement}
+        assert len(set(pids.values())) == len(NODES)
+
+        obs, infos = pool.reset(seed=7)
+        assert [o["exit_code"] for o in obs] == [0] * n
+        assert [i["ray_node"] for i in infos] == [p.node_id for p in placement]
+        for node, pid in pids.items():
+            # Each environment's current sandbox, at least, is a child of its node's actor.
+            assert len(sandboxes_of(pid)) >= len(by_node[node]), (node, sandboxes_of(pid))
+
+        obs, rewards, terminated, truncated, infos = pool.step([f"echo env-{i}" for i in range(n)])
+        assert [o["stdout"] for o in obs] == [f"env-{i}\n" for i in range(n)]
+        assert rewards == [1.0] * n and terminated == [False] * n and truncated == [False] * n
+        assert [i["step"] for i in infos] == [1] * n
+        obs, rewards, *_ = pool.step(["exit 3"] * n)
+        assert [o["exit_code"] for o in obs] == [3] * n and rewards == [0.0] * n
+        *_, truncated, infos = pool.step(["true"] * n)
+        assert truncated == [True] * n, "max_steps=3 truncates the third step"
+
+        _, info = pool.reset_one(4)
+        assert info["ray_node"] == placement[4].node_id
+        *_, infos = pool.step(["true"] * n)
+        assert infos[4]["step"] == 1 and infos[0]["step"] == 4
+
+        with pytest.raises(gvx.InvalidArgumentError):
+            pool.step(["true"])
+
+    pool.close()  # again: does nothing
+    # Closing ended the actors, and their sandboxes with them.
+    assert _gone(list(pids.values()), 30), pids
+    with pytest.raises(gvx.SandboxClosedError):
+        pool.step(["true"] * n)
+
+    # An error in a node's environment reaches the driver as itself.
+    with gvx.ray.EnvPool(1, warm=0, setup=["echo no such task >&2; exit 3"]) as failing:
+        with pytest.raises(gvx.ExecError, match="no such task") as e:
+            failing.reset()
+        assert e.value.result.exit_code == 3
+    print("spread ok")
+
+
+def scenario_node_dies() -> None:
+    import gvx.ray
+    from conftest import sandboxes_of
+
+    names = _connect(sys.argv[2])
+    n = 6
+    with gvx.ray.EnvPool(n, warm=1, step_timeout=30) as pool:
+        pool.reset()
+        pool.step(["echo before"] * n)
+        victim = pool.placement()[1]
+        lost = [p.env for p in pool.placement() if p.node_id == victim.node_id]
+        sandboxes = sandboxes_of(victim.actor_pid)
+        assert sandboxes, "the actor owns its node's sandboxes"
+        print(f"killing the actor on {names[victim.node_id]} (pid {victim.actor_pid}), hosting {lost}")
+        os.kill(victim.actor_pid, signal.SIGKILL)
+
+        start = time.monotonic()
+        obs, rewards, terminated, truncated, infos = pool.step(["echo after"] * n)
+        print(f"the step after the kill took {time.monotonic() - start:.2f} s")
+        print("sandbox_error:", infos[lost[0]]["sandbox_error"])
+        for i in range(n):
+            if i in lost:
+                assert truncated[i] and not terminated[i] and rewards[i] == 0.0, (i, infos[i])
+                assert victim.node_id in infos[i]["sandbox_error"], infos[i]
+                assert obs[i]["exit_code"] == 255
+            else:
+                assert obs[i]["stdout"] == "after\n" and not truncated[i], (i, obs[i], infos[i])
+        # The episode stays over until it is reset, as on one node.
+        *_, truncated, infos = pool.step(["true"] * n)
+        assert all(truncated[i] and "sandbox_error" in infos[i] for i in lost)
+        # The sandboxes died with the actor that owned them.
+        assert _gone(sandboxes, 10), sandboxes
+
+        _, info = pool.reset_one(lost[0])
+        assert info["ray_node"] != victim.node_id and info["ray_node"] in names
+        pool.reset()
+        placement = pool.placement()
+        assert all(p.node_id not in ("", victim.node_id) for p in placement), placement
+        obs, _, _, truncated, infos = pool.step([f"echo again-{i}" for i in range(n)])
+        assert [o["stdout"] for o in obs] == [f"again-{i}\n" for i in range(n)]
+        assert truncated == [False] * n and not any("sandbox_error" in i for i in infos)
+    print("node_dies ok")
+
+
+def scenario_resources() -> None:
+    import gvx
+    import gvx.ray
+
+    names = _connect(sys.argv[2])
+    # Each node has one CPU: one environment each, and its actor holds that CPU.
+    with gvx.ray.EnvPool(3, warm=0, resources_per_env={"CPU": 1}) as pool:
+        assert {p.node_id for p in pool.placement()} == set(names)
+        obs, _ = pool.reset()
+        assert [o["exit_code"] for o in obs] == [0] * 3
+    with pytest.raises(gvx.GvxError, match="room for 3 more environments of 4"):
+        gvx.ray.EnvPool(4, warm=0, resources_per_env={"CPU": 1})
+    # A custom resource one node advertises puts every environment there.
+    (only_b,) = [node for node, name in names.items() if name == "node_b"]
+    with gvx.ray.EnvPool(2, warm=0, resources_per_env={"node_b": 0.5}) as pool:
+        assert [p.node_id for p in pool.placement()] == [only_b] * 2
+    print("resources ok")
+
+
+def scenario_actor_hangs() -> None:
+    import gvx.ray
+    from conftest import sandboxes_of
+
+    names = _connect(sys.argv[2])
+    with gvx.ray.EnvPool(3, warm=0, step_timeout=2, grace=3) as pool:
+        pool.reset()
+        victim = pool.placement()[0]
+        sandboxes = sandboxes_of(victim.actor_pid)
+        os.kill(victim.actor_pid, signal.SIGSTOP)  # alive, but answers nothing
+        start = time.monotonic()
+        obs, _, _, truncated, infos = pool.step(["echo after"] * 3)
+        took = time.monotonic() - start
+        print(f"the step with {names[victim.node_id]}'s actor stopped took {took:.2f} s: {infos[0]['sandbox_error']}")
+        assert 5 <= took < 15, took
+        assert truncated[0] and victim.node_id in infos[0]["sandbox_error"] and "within 5s" in infos[0]["sandbox_error"]
+        assert [o["stdout"] for o in obs[1:]] == ["after\n"] * 2
+        # The stopped actor was killed, and its sandboxes with it.
+        assert _gone([victim.actor_pid, *sandboxes], 30), (victim.actor_pid, sandboxes)
+        _, info = pool.reset_one(0)
+        assert info["ray_node"] != victim.node_id
+    print("actor_hangs ok")
+
+
+def scenario_driver_killed() -> None:
+    """A driver killed with SIGKILL leaves no actor and no sandbox behind."""
+    from conftest import sandboxes_of
+
+    _connect(sys.argv[2])
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "_driver_to_kill", sys.argv[2]], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    ready, _, _ = select.select([child.stdout], [], [], 120)
+    assert ready, "the driver to kill did not start its pool within 120 s"
+    actors = [int(pid) for pid in child.stdout.readline().split()]
+    assert len(actors) == len(NODES), actors
+    sandboxes = [sb for pid in actors for sb in sandboxes_of(pid)]
+    assert len(sandboxes) >= len(NODES), sandboxes
+    child.kill()
+    child.wait(timeout=10)
+    start = time.monotonic()
+    assert _gone(actors + sandboxes, 10), "actors or sandboxes outlived their driver by 10 s"
+    print(f"driver_killed ok: {len(actors)} actors and {len(sandboxes)} sandboxes gone {time.monotonic() - start:.2f} s after the driver")
+
+
+def scenario__driver_to_kill() -> None:
+    import gvx.ray
+
+    _connect(sys.argv[2])
+    pool = gvx.ray.EnvPool(3, warm=1)
+    pool.reset()
+    print(" ".join(str(p.actor_pid) for p in pool.placement()), flush=True)
+    threading.Event().wait(SCENARIO_TIMEOUT)  # until killed
+
+
+# The tests.
+
+
+def test_envpool_spreads_over_nodes(cluster: Cluster) -> None:
+    assert "spread ok" in cluster.run(scenario_spread)
+
+
+def test_dead_node_truncates_and_reset_moves(cluster: Cluster) -> None:
+    assert "node_dies ok" in cluster.run(scenario_node_dies)
+
+
+def test_envpool_honours_ray_resources(cluster: Cluster) -> None:
+    assert "resources ok" in cluster.run(scenario_resources)
+
+
+def test_unanswering_actor_is_killed_at_the_deadline(cluster: Cluster) -> None:
+    assert "actor_hangs ok" in cluster.run(scenario_actor_hangs)
+
+
+def test_killed_driver_leaves_no_sandbox(cluster: Cluster) -> None:
+    assert "driver_killed ok" in cluster.run(scenario_driver_killed)
+
+
+def test_import_gvx_does_not_need_ray() -> None:
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    check = (
+        "import sys\n"
+        "import gvx\n"
+        "assert 'ray' not in sys.modules, 'import gvx imported ray'\n"
+        "sys.modules['ray'] = None  # as if Ray were not installed\n"
+        "try:\n"
+        "    import gvx.ray\n"
+        "except ImportError as e:\n"
+        "    assert \"pip install 'gvx[ray]'\" in str(e), e\n"
+        "else:\n"
+        "    raise AssertionError('import gvx.ray worked without ray')\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+if __name__ == "__main__":
+    # A driver: python test_ray.py SCENARIO ADDRESS, inside the cluster's namespaces.
+    signal.alarm(int(SCENARIO_TIMEOUT))  # a driver never outlives its test
+    scenarios: dict[str, Any] = {k: v for k, v in globals().items() if k.startswith("scenario_")}
+    try:
+        scenarios["scenario_" + sys.argv[1].removeprefix("scenario_")]()
+    finally:
+        import ray
+
+        ray.shutdown()
