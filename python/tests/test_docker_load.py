@@ -263,6 +263,8 @@ def _override(name: str, default: int) -> int:
 
 
 @pytest.mark.battery
+# In full, 64 episodes on 2 cores each take about 40 minutes.
+@pytest.mark.timeout(reliability_count(900, 3 * 3600))
 def test_concurrent_docker_episodes_none_fail(golden: gvx.Volume, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Episodes kept in flight (each thread starting a new one when its last
     ends) for the whole duration: every docker command succeeds with the
