@@ -128,10 +128,25 @@ func (s *Sandbox) makeDir(dir string) error {
 	defer root.DecRef(ctx)
 	creds := auth.NewRootCredentials(s.k.RootUserNamespace())
 	if err := s.k.VFS().MkdirAllAt(ctx, dir, root, creds, &vfs.MkdirOptions{Mode: 0o755}, true /* mustBeDir */); err != nil {
-		return fmt.Errorf("sentry: creating working directory %s: %w", dir, err)
+		return &WorkingDirError{Path: dir, Err: err}
 	}
 	return nil
 }
+
+// A WorkingDirError is a ProcessSpec.Cwd that Start could not create as a
+// directory: the guest's filesystem, not the spec, is in question.
+type WorkingDirError struct {
+	Path string
+	Err  error
+}
+
+// Error implements error.
+func (e *WorkingDirError) Error() string {
+	return fmt.Sprintf("sentry: creating working directory %s: %v; give a directory that exists in the guest or can be created there", e.Path, e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *WorkingDirError) Unwrap() error { return e.Err }
 
 // newLimitSet returns the resource limits of a new guest process: those of
 // a booted Linux distribution, with Docker's open-file limit.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gvisor.dev/gvisor/pkg/errors/linuxerr"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -133,6 +135,24 @@ func TestStdioHostFiles(t *testing.T) {
 	}
 	if string(got) != "got ping\nerr\n" {
 		t.Fatalf("host pipe got %q", got)
+	}
+}
+
+// TestStartCwdNotADirectory: a Cwd that cannot be made a directory is a
+// *WorkingDirError carrying the path and the cause, so that a caller can
+// name the flag it came from.
+func TestStartCwdNotADirectory(t *testing.T) {
+	s := newSandbox(t, Config{})
+	for _, cwd := range []string{"/etc/passwd", "/etc/passwd/sub"} {
+		_, err := s.Start(ProcessSpec{Argv: []string{"true"}, Cwd: cwd})
+		var wde *WorkingDirError
+		if !errors.As(err, &wde) || wde.Path != cwd || !errors.Is(err, linuxerr.ENOTDIR) {
+			t.Errorf("Start with Cwd %s: %v, want a *WorkingDirError for it wrapping ENOTDIR", cwd, err)
+		}
+	}
+	// The sandbox stays usable.
+	if r := startAndWait(t, s, ProcessSpec{Argv: []string{"echo", "ok"}}); r.stdout != "ok\n" {
+		t.Fatalf("got %q", r.stdout)
 	}
 }
 

@@ -2,6 +2,8 @@ package sentry
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,6 +105,14 @@ func TestVolumeBadImages(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New with %+v: %v, want an error mentioning %q", c.vol, err, c.want)
 		}
+	}
+	// An image that cannot be opened is a *VolumeError naming it, with
+	// the cause underneath.
+	missing := filepath.Join(dir, "missing.ext4")
+	_, err = New(Config{Image: img, DisableLockdown: true, Volumes: []Volume{{Path: missing, Target: "/data"}}})
+	var ve *VolumeError
+	if !errors.As(err, &ve) || ve.Volume != missing || ve.Target != "/data" || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("New with a missing volume: %v, want a *VolumeError for %s wrapping ErrNotExist", err, missing)
 	}
 	// The process may host a sandbox after the failures, here with a
 	// volume passed as an open file.

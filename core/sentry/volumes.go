@@ -45,6 +45,23 @@ type Volume struct {
 	ReadOnly bool
 }
 
+// A VolumeError is a volume that New or Restore could not open or mount:
+// the image named, not the Config, is in question.
+type VolumeError struct {
+	Volume string // the image's path, or its File's name
+	Target string
+	Op     string // what failed: "opening", "mounting", ...
+	Err    error  // why, with what to do
+}
+
+// Error implements error.
+func (e *VolumeError) Error() string {
+	return fmt.Sprintf("sentry: %s volume %s for %s: %v", e.Op, e.Volume, e.Target, e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *VolumeError) Unwrap() error { return e.Err }
+
 // validateVolumes checks the volumes' paths and targets.
 func validateVolumes(vols []Volume) error {
 	seen := make(map[string]bool)
@@ -74,9 +91,10 @@ func openVolumes(vols []Volume, errs io.Writer) ([]*ext4fs.Volume, error) {
 		switch {
 		case errors.Is(err, blockdev.ErrInUse), errors.Is(err, hostfile.ErrKind), errors.Is(err, ext4lite.ErrUnsupported):
 			// The error says what to do; the image is not in question.
-			return nil, fmt.Errorf("sentry: opening volume %s for %s: %w", v.name(), v.Target, err)
+			return nil, &VolumeError{Volume: v.name(), Target: v.Target, Op: "opening", Err: err}
 		case err != nil:
-			return nil, fmt.Errorf("sentry: opening volume %s for %s (is it an ext4 image? check it with `rungv volume check %s`): %w", v.name(), v.Target, v.name(), err)
+			err = fmt.Errorf("%w (is it an ext4 image? check it with `rungv volume check %s`)", err, v.name())
+			return nil, &VolumeError{Volume: v.name(), Target: v.Target, Op: "opening", Err: err}
 		}
 		opened = append(opened, ext4fs.NewVolume(fs, v.ReadOnly, v.Target))
 	}
@@ -174,7 +192,7 @@ func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *au
 	for _, i := range order {
 		v := vols[i]
 		if err := vfsObj.MkdirAllAt(ctx, v.Target, root, creds, &vfs.MkdirOptions{Mode: 0o755, ForSyntheticMountpoint: true}, true /* mustBeDir */); err != nil {
-			return fmt.Errorf("sentry: creating mount point %s for volume %s: %w", v.Target, v.name(), err)
+			return &VolumeError{Volume: v.name(), Target: v.Target, Op: "creating the mount point of", Err: err}
 		}
 		pop := pathAt(root, v.Target, true)
 		opts := &vfs.MountOptions{
@@ -185,7 +203,8 @@ func mountVolumes(ctx gcontext.Context, vfsObj *vfs.VirtualFilesystem, creds *au
 			},
 		}
 		if _, err := vfsObj.MountAt(ctx, creds, filepath.Base(v.name()), pop, ext4fs.Name, opts); err != nil {
-			return fmt.Errorf("sentry: mounting volume %s on %s (check it with `rungv volume check %s`): %w", v.name(), v.Target, v.name(), err)
+			err = fmt.Errorf("%w (check it with `rungv volume check %s`)", err, v.name())
+			return &VolumeError{Volume: v.name(), Target: v.Target, Op: "mounting", Err: err}
 		}
 	}
 	return nil
