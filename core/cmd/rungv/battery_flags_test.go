@@ -83,34 +83,6 @@ func badValues(fx flagFixture) map[string][]string {
 // /no/such/entrypoint is.
 var guestChecked = map[string]int{"run --entrypoint": 127}
 
-// knownUnclear are the cases whose errors are right but do not yet name the
-// flag they came from (the check is made further in, where the flag is not
-// known) or do not say what to give. They are counted as unclear errors in
-// the table; a case not listed here that is unclear fails the test.
-var knownUnclear = []string{
-	"checkpoint --control=", // "connecting to the sandbox at …": names the endpoint, not the flag
-	"checkpoint --output=",  // "checkpoint needs --control unix:PATH … and -o FILE"
-	"run --control=",        // unix: with no path; bind errors
-	"run --cpuset-cpus=\"0-99999\"",
-	"run --env=",                     // "environment entry … has no name": resolveCommand serves execs too
-	"run --env-file=",                // stat errors
-	"run --mount=\"type=volume,src=", // the Sentry's open errors name the volume, not --mount
-	"run --publish=\"unix:",          // netstack's error names the socket path, not -p
-	"run --user=",                    // lookupUser serves execs too
-	"run --workdir=",                 // resolveCommand serves execs too
-	"rungv --cache=",                 // "creating the image cache at …": names the path
-	"volume flatten --golden=",       // the episode is checked first
-}
-
-func isKnownUnclear(name string) bool {
-	for _, k := range knownUnclear {
-		if strings.HasPrefix(name, k) {
-			return true
-		}
-	}
-	return false
-}
-
 // flagContext is what goes before (the command's other required flags) and
 // after (its arguments) the flag under test.
 func flagContext(fx flagFixture, path, flag string) (before, after []string) {
@@ -244,10 +216,7 @@ func TestBatteryBadFlags(t *testing.T) {
 			effects := sc.leftovers()
 			c.add(name, outcome, r.took, len(effects))
 			t.Logf("%-70s %-13s %5d ms  %s", name, outcome, r.took.Milliseconds(), truncate(firstLine(r.stderr), 200))
-			switch {
-			case outcome == outUnclear && isKnownUnclear(name):
-				t.Logf("known unclear: %s", detail)
-			case outcome != outClear:
+			if outcome != outClear {
 				failures = append(failures, fmt.Sprintf("%s: %s: %s", name, outcome, detail))
 			}
 			if len(effects) > 0 {

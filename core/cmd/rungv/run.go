@@ -170,6 +170,10 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if err != nil {
 		return err
 	}
+	procDefaults, err := f.processFlags()
+	if err != nil {
+		return err
+	}
 	if f.tty && !term.IsTerminal(int(os.Stdin.Fd())) {
 		return errors.New("-t: the input device is not a TTY; drop -t, or run rungv on a terminal")
 	}
@@ -193,9 +197,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return errors.New("--restore continues the snapshot's own init: give no COMMAND, --entrypoint, -t or --keep-alive")
 	}
 	// With --keep-alive or --restore there is no command to run, but
-	// execs still take their defaults from the image.
-	spec, err := resolveCommand(img.Config, entrypoint, args, f.env, f.envFiles, f.workdir, f.user)
-	if err != nil && !f.keepAlive && f.restore == "" {
+	// execs still take their defaults from the image and the flags.
+	spec, err := resolveCommand(img.Config, entrypoint, args, procDefaults)
+	if err != nil && !(errors.Is(err, errNoCommand) && (f.keepAlive || f.restore != "")) {
 		return err
 	}
 
@@ -278,18 +282,30 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			stdin = os.Stdin
 		}
 		if sb, err = sentry.Restore(cfg, snapshot, sentry.RestoreStdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}); err != nil {
+			if errors.As(err, new(*sentry.VolumeError)) {
+				return volumeError(err)
+			}
 			return fmt.Errorf("--restore %s: %w", f.restore, err)
 		}
 		p = sb.Init()
 	} else if sb, err = sentry.New(cfg); err != nil {
-		return err
+		return volumeError(err)
 	}
 	defer sb.Close()
 
 	passwd, _ := sb.ReadFile(ctx, "/etc/passwd")
 	group, _ := sb.ReadFile(ctx, "/etc/group")
+	// Checked before init starts, and after a restore too: execs run as
+	// this user unless they name another.
+	u, err := lookupUser(spec.User, passwd, group)
+	if err != nil {
+		if f.user != "" {
+			return fmt.Errorf("--user: %w", err)
+		}
+		return fmt.Errorf("the image's User: %w; give --user to run as another", err)
+	}
 	if p == nil {
-		if p, err = startInit(ctx, sb, nw, f, spec, passwd, group, stdout, stderr); err != nil {
+		if p, err = startInit(ctx, sb, nw, f, spec, u, stdout, stderr); err != nil {
 			return err
 		}
 	}
@@ -401,14 +417,10 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	}
 }
 
-// startInit starts the sandbox's init: the command (spec) as its user, or
+// startInit starts the sandbox's init: the command (spec) as user u, or
 // the idle init with --keep-alive.
-func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runFlags, spec processSpec, passwd, group []byte, stdout, stderr *os.File) (*sentry.Process, error) {
+func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runFlags, spec processSpec, u guestUser, stdout, stderr *os.File) (*sentry.Process, error) {
 	nw.prepareGuest(ctx, sb)
-	u, err := lookupUser(spec.User, passwd, group)
-	if err != nil {
-		return nil, err
-	}
 	init := sentry.ProcessSpec{
 		Argv:   spec.Argv,
 		Env:    withHome(spec.Env, u.Home),
@@ -426,10 +438,20 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 		init.Env = mergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
 	}
 	var p *sentry.Process
+	var err error
 	if f.keepAlive {
 		p, err = sb.StartIdle()
 	} else {
 		p, err = sb.Start(init)
+	}
+	var wde *sentry.WorkingDirError
+	if errors.As(err, &wde) {
+		// Before startFailureOf, which would take its errno for the
+		// command's.
+		if f.workdir != "" {
+			return nil, fmt.Errorf("--workdir %.64q: the directory cannot be created in the sandbox: %v; give one that exists there or can be created", f.workdir, wde.Err)
+		}
+		return nil, fmt.Errorf("the image's WorkingDir %q cannot be created in the sandbox: %v; give another with --workdir /PATH", wde.Path, wde.Err)
 	}
 	if err != nil {
 		// Exit statuses as docker run's: 127 not found, 126 not runnable.
@@ -440,6 +462,16 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 		return nil, sandboxError(err)
 	}
 	return p, nil
+}
+
+// volumeError restates a *sentry.VolumeError in terms of the --mount
+// flag that named the volume.
+func volumeError(err error) error {
+	var ve *sentry.VolumeError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return fmt.Errorf("--mount type=volume,src=%s,dst=%s: %s the volume: %w", ve.Volume, ve.Target, ve.Op, ve.Err)
 }
 
 // spinEnv sets --spin for rungv processes whose command line does not.

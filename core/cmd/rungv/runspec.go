@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 
@@ -27,103 +29,168 @@ type processSpec struct {
 	User string // as given: "", "uid[:gid]" or "name[:group]"
 }
 
-// resolveCommand merges the image config with the command line:
-// --entrypoint replaces the image's entrypoint and drops its Cmd; CMD
-// arguments replace the image's Cmd; -e and --env-file entries override the
-// image's variables by name.
-func resolveCommand(cfg image.Config, entrypoint *string, args []string, env []string, envFiles []string, workdir, user string) (processSpec, error) {
-	var argv []string
-	if entrypoint != nil {
-		if *entrypoint != "" {
-			argv = append(argv, *entrypoint)
-		}
-		argv = append(argv, args...)
-	} else {
-		argv = append(argv, cfg.Entrypoint...)
-		if len(args) > 0 {
-			argv = append(argv, args...)
-		} else {
-			argv = append(argv, cfg.Cmd...)
-		}
-	}
-	if len(argv) == 0 {
-		return processSpec{}, fmt.Errorf("no command: the image has no Entrypoint or Cmd; give one after the image name")
-	}
-	merged := append([]string(nil), cfg.Env...)
-	for _, f := range envFiles {
-		entries, err := readEnvFile(f)
-		if err != nil {
-			return processSpec{}, err
-		}
-		merged = mergeEnv(merged, entries)
-	}
-	extra, err := expandEnv(env)
-	if err != nil {
-		return processSpec{}, err
-	}
-	merged = mergeEnv(merged, extra)
-	cwd := workdir
-	if cwd == "" {
-		cwd = cfg.WorkingDir
-	}
-	if cwd == "" {
-		cwd = "/"
-	}
-	if !strings.HasPrefix(cwd, "/") {
-		return processSpec{}, fmt.Errorf("working directory %q is not absolute", cwd)
-	}
-	if user == "" {
-		user = cfg.User
-	}
-	return processSpec{Argv: argv, Env: merged, Cwd: cwd, User: user}, nil
+// errNoCommand is resolveCommand's error for an image with neither
+// Entrypoint nor Cmd run without a COMMAND: --keep-alive and --restore run
+// no command, and forgive it.
+var errNoCommand = errors.New("no command: the image has no Entrypoint or Cmd; give one after the image name")
+
+// processDefaults are what run's process flags (-e, --env-file, -w, -u)
+// set for the sandbox's processes, init's and execs' alike, checked when
+// the flags are parsed so that a bad value is reported with its flag,
+// before anything is pulled or booted.
+type processDefaults struct {
+	Env     []string // KEY=VALUE, the --env-file entries then the -e ones
+	Workdir string   // "" (the image's) or an absolute path
+	User    string   // "" (the image's) or a valid name|uid[:group|gid]
 }
 
-// expandEnv turns -e entries into KEY=VALUE: a bare KEY takes the host's
-// value and is dropped if the host has none, as docker does.
-func expandEnv(entries []string) ([]string, error) {
-	var out []string
-	for _, e := range entries {
-		key, _, hasValue := strings.Cut(e, "=")
-		if key == "" {
-			return nil, fmt.Errorf("environment entry %q has no name", e)
+// processFlags checks and reads run's process flags.
+func (f *runFlags) processFlags() (processDefaults, error) {
+	var d processDefaults
+	for _, path := range f.envFiles {
+		entries, err := readEnvFile(path)
+		if err != nil {
+			return d, err
 		}
-		if hasValue {
-			out = append(out, e)
-		} else if v, ok := os.LookupEnv(key); ok {
-			out = append(out, key+"="+v)
+		d.Env = mergeEnv(d.Env, entries)
+	}
+	for _, e := range f.env {
+		kv, ok, err := expandEnvEntry(e)
+		if err != nil {
+			return d, fmt.Errorf("--env %q: %w", e, err)
+		}
+		if ok {
+			d.Env = mergeEnv(d.Env, []string{kv})
 		}
 	}
-	return out, nil
+	if f.workdir != "" {
+		if err := checkWorkdir(f.workdir); err != nil {
+			return d, fmt.Errorf("--workdir %.64q: %w", f.workdir, err)
+		}
+	}
+	if f.user != "" {
+		if _, err := parseUserSpec(f.user); err != nil {
+			return d, fmt.Errorf("--user: %w", err)
+		}
+	}
+	d.Workdir, d.User = f.workdir, f.user
+	return d, nil
+}
+
+// checkWorkdir checks a working directory a flag names against what Linux
+// takes of a path; whether it can be a directory only the guest knows.
+func checkWorkdir(dir string) error {
+	if !path.IsAbs(dir) {
+		// As docker run words it.
+		return errors.New("the working directory is invalid, it needs to be an absolute path; give one such as --workdir /app")
+	}
+	if len(dir) >= unix.PathMax {
+		return fmt.Errorf("the path is %d bytes, more than the %d Linux takes (PATH_MAX); give a shorter one", len(dir), unix.PathMax-1)
+	}
+	for _, name := range strings.Split(dir, "/") {
+		if len(name) > unix.NAME_MAX {
+			return fmt.Errorf("the path has a name of %d bytes, more than the %d Linux takes (NAME_MAX); give a shorter one", len(name), unix.NAME_MAX)
+		}
+	}
+	return nil
+}
+
+// resolveCommand merges the image config with the command line:
+// --entrypoint replaces the image's entrypoint and drops its Cmd; CMD
+// arguments replace the image's Cmd; the -e and --env-file entries in d
+// override the image's variables by name. For errNoCommand the spec's Env,
+// Cwd and User are still set: execs take their defaults from them.
+func resolveCommand(cfg image.Config, entrypoint *string, args []string, d processDefaults) (processSpec, error) {
+	spec := processSpec{Env: mergeEnv(cfg.Env, d.Env), Cwd: d.Workdir, User: d.User}
+	if spec.Cwd == "" {
+		spec.Cwd = cfg.WorkingDir
+	}
+	if spec.Cwd == "" {
+		spec.Cwd = "/"
+	}
+	if !path.IsAbs(spec.Cwd) {
+		return processSpec{}, fmt.Errorf("the image's WorkingDir %q is not an absolute path; give one with --workdir /PATH, or rebuild the image", spec.Cwd)
+	}
+	if spec.User == "" {
+		spec.User = cfg.User
+	}
+	if entrypoint != nil {
+		if *entrypoint != "" {
+			spec.Argv = append(spec.Argv, *entrypoint)
+		}
+		spec.Argv = append(spec.Argv, args...)
+	} else {
+		spec.Argv = append(spec.Argv, cfg.Entrypoint...)
+		if len(args) > 0 {
+			spec.Argv = append(spec.Argv, args...)
+		} else {
+			spec.Argv = append(spec.Argv, cfg.Cmd...)
+		}
+	}
+	if len(spec.Argv) == 0 {
+		return spec, errNoCommand
+	}
+	return spec, nil
+}
+
+// expandEnvEntry turns an -e or --env-file entry into KEY=VALUE: a bare
+// KEY takes the host's value, and is dropped (false) if the host has none,
+// as docker does.
+func expandEnvEntry(e string) (string, bool, error) {
+	key, _, hasValue := strings.Cut(e, "=")
+	switch {
+	case key == "":
+		// docker run: "invalid environment variable: =x".
+		return "", false, errors.New("invalid environment variable: it has no name; write NAME=VALUE, or NAME to copy the host's")
+	case strings.ContainsAny(key, " \t"):
+		return "", false, fmt.Errorf("invalid environment variable: the name %q contains whitespace; remove it", key)
+	case hasValue:
+		return e, true, nil
+	}
+	v, ok := os.LookupEnv(key)
+	return key + "=" + v, ok, nil
 }
 
 // readEnvFile reads a docker-style env file: KEY=VALUE or KEY lines,
 // blank lines and #-comments ignored.
 func readEnvFile(path string) ([]string, error) {
+	if path == "" {
+		return nil, errors.New("--env-file \"\": give the path of a file of NAME=VALUE lines")
+	}
 	f, err := hostfile.Open(path, os.O_RDONLY, hostfile.Regular)
-	if err != nil {
-		return nil, fmt.Errorf("--env-file: %w", err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("--env-file %s: the file does not exist; give a file of NAME=VALUE lines", path)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("--env-file %s: %w; give a file rungv may read", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("--env-file %s: %w", path, err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fmt.Errorf("--env-file: %w", err)
+		return nil, fmt.Errorf("--env-file %s: %w", path, err)
 	}
-	var lines []string
+	var entries []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, len(b)+1) // no line is too long
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimLeft(sc.Text(), " \t")
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if strings.ContainsAny(strings.SplitN(line, "=", 2)[0], " \t") {
-			return nil, fmt.Errorf("--env-file %s:%d: variable name %q contains whitespace", path, n, strings.SplitN(line, "=", 2)[0])
+		kv, ok, err := expandEnvEntry(line)
+		if err != nil {
+			return nil, fmt.Errorf("--env-file %s:%d: %w", path, n, err)
 		}
-		lines = append(lines, line)
+		if ok {
+			entries = append(entries, kv)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("--env-file %s: %w", path, err)
 	}
-	return expandEnv(lines)
+	return entries, nil
 }
 
 // mergeEnv returns base with each entry of override replacing the entry of
@@ -154,20 +221,73 @@ type guestUser struct {
 	Home     string
 }
 
+// userSpec is a parsed "name|uid[:group|gid]", as docker run -u takes it.
+type userSpec struct {
+	user, group string // as given; group is "" without one
+	uid, gid    uint32 // for a numeric user or group
+	numericUser bool
+	numericGID  bool
+}
+
+// maxID bounds numeric uids and gids, as docker's (runc's) does.
+const maxID = math.MaxInt32
+
+// parseUserSpec parses a user as -u, an exec or an owner gives it. A part
+// of digits only is a uid or gid.
+func parseUserSpec(spec string) (userSpec, error) {
+	var u userSpec
+	const want = "give name|uid[:group|gid], e.g. 1000:1000 or nobody"
+	user, group, hasGroup := strings.Cut(spec, ":")
+	switch {
+	case user == "":
+		return u, fmt.Errorf("user %.64q has no name or uid; %s", spec, want)
+	case hasGroup && group == "":
+		return u, fmt.Errorf("user %.64q has an empty group after ':'; %s", spec, want)
+	case strings.Contains(group, ":"):
+		return u, fmt.Errorf("user %.64q has more than one ':'; %s", spec, want)
+	}
+	u.user, u.group = user, group
+	var err error
+	if u.uid, u.numericUser, err = parseID(user); err != nil {
+		return u, fmt.Errorf("user %.64q: %w", spec, err)
+	}
+	if hasGroup {
+		if u.gid, u.numericGID, err = parseID(group); err != nil {
+			return u, fmt.Errorf("user %.64q: %w", spec, err)
+		}
+	}
+	return u, nil
+}
+
+// parseID parses a uid or gid, reporting false for a name.
+func parseID(s string) (uint32, bool, error) {
+	if strings.Trim(s, "0123456789") != "" {
+		return 0, false, nil
+	}
+	id, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || id > maxID {
+		// As docker run words it.
+		return 0, false, fmt.Errorf("uids and gids must be in range 0-%d; give one in that range, or a name", maxID)
+	}
+	return uint32(id), true, nil
+}
+
 // lookupUser resolves "uid[:gid]" or "name[:group]" (either part numeric or
 // a name) against passwd and group file contents, which may be empty.
 func lookupUser(spec string, passwd, group []byte) (guestUser, error) {
 	if spec == "" {
 		spec = "0"
 	}
-	userPart, groupPart, hasGroup := strings.Cut(spec, ":")
-	u := guestUser{Home: "/"}
+	us, err := parseUserSpec(spec)
+	if err != nil {
+		return guestUser{}, err
+	}
+	u := guestUser{UID: us.uid, Home: "/"}
 	entries := parseColonFile(passwd, 7)
-	if id, err := strconv.ParseUint(userPart, 10, 32); err == nil {
+	if us.numericUser {
 		// A numeric user without a passwd entry gets gid 0, as in docker.
-		u.UID = uint32(id)
 		for _, f := range entries {
-			if f[2] == userPart {
+			if f[2] == us.user {
 				gid, _ := strconv.ParseUint(f[3], 10, 32)
 				u.GID, u.Home = uint32(gid), f[5]
 				break
@@ -176,11 +296,11 @@ func lookupUser(spec string, passwd, group []byte) (guestUser, error) {
 	} else {
 		found := false
 		for _, f := range entries {
-			if f[0] == userPart {
+			if f[0] == us.user {
 				uid, err1 := strconv.ParseUint(f[2], 10, 32)
 				gid, err2 := strconv.ParseUint(f[3], 10, 32)
 				if err1 != nil || err2 != nil {
-					return guestUser{}, fmt.Errorf("user %q: malformed /etc/passwd entry in the image", userPart)
+					return guestUser{}, fmt.Errorf("user %.64q: malformed /etc/passwd entry in the image; fix the image's /etc/passwd, or give a numeric uid[:gid]", us.user)
 				}
 				u.UID, u.GID, u.Home = uint32(uid), uint32(gid), f[5]
 				found = true
@@ -188,27 +308,26 @@ func lookupUser(spec string, passwd, group []byte) (guestUser, error) {
 			}
 		}
 		if !found {
-			return guestUser{}, fmt.Errorf("user %q is not in the image's /etc/passwd; use a numeric uid[:gid] or a user the image has", userPart)
+			return guestUser{}, fmt.Errorf("user %.64q is not in the image's /etc/passwd; use a numeric uid[:gid] or a user the image has", us.user)
 		}
 	}
-	if hasGroup {
-		if id, err := strconv.ParseUint(groupPart, 10, 32); err == nil {
-			u.GID = uint32(id)
-		} else {
-			found := false
-			for _, f := range parseColonFile(group, 4) {
-				if f[0] == groupPart {
-					gid, err := strconv.ParseUint(f[2], 10, 32)
-					if err != nil {
-						return guestUser{}, fmt.Errorf("group %q: malformed /etc/group entry in the image", groupPart)
-					}
-					u.GID, found = uint32(gid), true
-					break
+	switch {
+	case us.numericGID:
+		u.GID = us.gid
+	case us.group != "":
+		found := false
+		for _, f := range parseColonFile(group, 4) {
+			if f[0] == us.group {
+				gid, err := strconv.ParseUint(f[2], 10, 32)
+				if err != nil {
+					return guestUser{}, fmt.Errorf("group %.64q: malformed /etc/group entry in the image; fix the image's /etc/group, or give a numeric gid", us.group)
 				}
+				u.GID, found = uint32(gid), true
+				break
 			}
-			if !found {
-				return guestUser{}, fmt.Errorf("group %q is not in the image's /etc/group; use a numeric gid", groupPart)
-			}
+		}
+		if !found {
+			return guestUser{}, fmt.Errorf("group %.64q is not in the image's /etc/group; use a numeric gid", us.group)
 		}
 	}
 	if u.Home == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,7 +27,7 @@ func TestResolveCommand(t *testing.T) {
 		{"empty --entrypoint", str(""), []string{"ls"}, []string{"ls"}},
 	}
 	for _, c := range cases {
-		spec, err := resolveCommand(cfg, c.entrypoint, c.args, nil, nil, "", "")
+		spec, err := resolveCommand(cfg, c.entrypoint, c.args, processDefaults{})
 		if err != nil || !reflect.DeepEqual(spec.Argv, c.want) {
 			t.Errorf("%s: argv %q, %v; want %q", c.name, spec.Argv, err, c.want)
 		}
@@ -34,7 +35,12 @@ func TestResolveCommand(t *testing.T) {
 	t.Setenv("FROM_HOST", "h")
 	envFile := filepath.Join(t.TempDir(), "env")
 	os.WriteFile(envFile, []byte("# comment\n\nB=file\nA=file\nFROM_HOST\nUNSET_ON_HOST\n"), 0o644)
-	spec, err := resolveCommand(cfg, nil, nil, []string{"A=flag", "C"}, []string{envFile}, "/w", "1:2")
+	f := &runFlags{env: []string{"A=flag", "C"}, envFiles: []string{envFile}, workdir: "/w", user: "1:2"}
+	d, err := f.processFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := resolveCommand(cfg, nil, nil, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,18 +50,58 @@ func TestResolveCommand(t *testing.T) {
 	if spec.Cwd != "/w" || spec.User != "1:2" {
 		t.Errorf("cwd/user: %+v", spec)
 	}
-	if spec, _ = resolveCommand(cfg, nil, nil, nil, nil, "", ""); spec.Cwd != "/app" || spec.User != "app" {
+	if spec, _ = resolveCommand(cfg, nil, nil, processDefaults{}); spec.Cwd != "/app" || spec.User != "app" {
 		t.Errorf("image cwd/user not used: %+v", spec)
 	}
-	if _, err := resolveCommand(image.Config{}, nil, nil, nil, nil, "", ""); err == nil || !strings.Contains(err.Error(), "no command") {
-		t.Errorf("no command: %v", err)
+	// Without a command, the defaults execs take are still resolved.
+	spec, err = resolveCommand(image.Config{Env: []string{"A=1"}, WorkingDir: "/app"}, nil, nil, d)
+	if !errors.Is(err, errNoCommand) || spec.Cwd != "/w" || len(spec.Env) != 3 || spec.Env[0] != "A=flag" {
+		t.Errorf("no command: %+v, %v; want errNoCommand and the defaults", spec, err)
 	}
-	if _, err := resolveCommand(cfg, nil, nil, nil, nil, "rel", ""); err == nil {
-		t.Error("relative workdir accepted")
+	if _, err := resolveCommand(image.Config{Cmd: []string{"x"}, WorkingDir: "rel"}, nil, nil, processDefaults{}); err == nil || !strings.Contains(err.Error(), "--workdir") {
+		t.Errorf("relative image WorkingDir: %v", err)
 	}
-	os.WriteFile(envFile, []byte("BAD NAME=1\n"), 0o644)
-	if _, err := resolveCommand(cfg, nil, nil, nil, []string{envFile}, "", ""); err == nil || !strings.Contains(err.Error(), ":1:") {
-		t.Errorf("bad env file: %v", err)
+}
+
+// TestProcessFlags checks that each bad process flag is refused with the
+// flag named and what to give.
+func TestProcessFlags(t *testing.T) {
+	dir := t.TempDir()
+	badName := filepath.Join(dir, "bad-name")
+	os.WriteFile(badName, []byte("BAD NAME=1\n"), 0o644)
+	noName := filepath.Join(dir, "no-name")
+	os.WriteFile(noName, []byte("A=1\n=2\n"), 0o644)
+	cases := []struct {
+		f    runFlags
+		want string
+	}{
+		{runFlags{env: []string{"=x"}}, `--env "=x": invalid environment variable: it has no name; write NAME=VALUE`},
+		{runFlags{env: []string{""}}, `--env "": invalid environment variable`},
+		{runFlags{env: []string{"A B=1"}}, `contains whitespace`},
+		{runFlags{envFiles: []string{""}}, `--env-file "": give the path`},
+		{runFlags{envFiles: []string{filepath.Join(dir, "missing")}}, `the file does not exist; give a file`},
+		{runFlags{envFiles: []string{dir}}, `is a directory; only a regular file`},
+		{runFlags{envFiles: []string{badName}}, badName + `:1: invalid environment variable: the name "BAD NAME" contains whitespace`},
+		{runFlags{envFiles: []string{noName}}, noName + `:2: invalid environment variable: it has no name`},
+		{runFlags{workdir: "rel/dir"}, `--workdir "rel/dir": the working directory is invalid, it needs to be an absolute path; give one such as --workdir /app`},
+		{runFlags{workdir: "/" + strings.Repeat("w", 5000)}, `more than the 4095 Linux takes (PATH_MAX)`},
+		{runFlags{workdir: "/a/" + strings.Repeat("w", 256)}, `a name of 256 bytes, more than the 255 Linux takes (NAME_MAX)`},
+		{runFlags{user: "::"}, `--user: user "::" has no name or uid; give name|uid[:group|gid]`},
+		{runFlags{user: "a:"}, `has an empty group`},
+		{runFlags{user: "a:b:c"}, `--user: user "a:b:c" has more than one ':'`},
+		{runFlags{user: "4294967296"}, `--user: user "4294967296": uids and gids must be in range 0-2147483647`},
+		{runFlags{user: "0:99999999999"}, `uids and gids must be in range`},
+	}
+	for _, c := range cases {
+		_, err := c.f.processFlags()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want an error with %q", c.f, err, c.want)
+		}
+	}
+	for _, good := range []runFlags{{user: "nobody"}, {user: "1000:1000"}, {user: "app:staff"}, {workdir: "/a/b"}, {env: []string{"A=", "A=b=c", "UNSET_ON_HOST"}}} {
+		if _, err := good.processFlags(); err != nil {
+			t.Errorf("%+v: %v", good, err)
+		}
 	}
 }
 
@@ -75,6 +121,8 @@ func TestLookupUser(t *testing.T) {
 		{"65534:65534", guestUser{65534, 65534, "/"}, ""},
 		{"nobody", guestUser{}, "not in the image's /etc/passwd"},
 		{"app:wheel", guestUser{}, "not in the image's /etc/group"},
+		{"a:b:c", guestUser{}, "more than one ':'"},
+		{"2147483648", guestUser{}, "must be in range 0-2147483647"},
 	}
 	for _, c := range cases {
 		got, err := lookupUser(c.spec, passwd, group)

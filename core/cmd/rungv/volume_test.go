@@ -397,7 +397,7 @@ func TestRunRefusesWhatIsNotAFile(t *testing.T) {
 	}{
 		{[]string{"--mount", "type=volume,src=" + fifo + ",dst=/data", img, "true"}, fifo + " is a named pipe (FIFO); only a regular file or a block device can be used here"},
 		{[]string{"--mount", "type=volume,src=/dev/null,dst=/data,readonly", img, "true"}, "/dev/null is a character device"},
-		{[]string{"--env-file", fifo, img, "true"}, "--env-file: " + fifo + " is a named pipe (FIFO); only a regular file can be used here"},
+		{[]string{"--env-file", fifo, img, "true"}, "--env-file " + fifo + ": " + fifo + " is a named pipe (FIFO); only a regular file can be used here"},
 		{[]string{"--restore", fifo, img}, "--restore: " + fifo + " is a named pipe (FIFO)"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
