@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/fstree"
+	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
 // copyBufferSize is the unit in which content is read from layers and
@@ -100,35 +101,49 @@ func (w *Writer) OnWriteback(fn func()) { w.onWriteback = fn }
 // AddFile appends size bytes read from r as the content of a regular file and
 // returns the handle to store in fstree.Node.Data. It fails if r ends early.
 func (w *Writer) AddFile(r io.Reader, size int64) (uint64, error) {
+	return w.AddSparseFile(r, size, []sparsetar.Segment{{Off: 0, Len: size}})
+}
+
+// AddSparseFile is AddFile for a file of size bytes whose data is data, in
+// order, and the rest holes: r reads the segments' bytes one after the
+// other. A hole costs nothing; it stays a hole in the image file.
+func (w *Writer) AddSparseFile(r io.Reader, size int64, data []sparsetar.Segment) (uint64, error) {
 	if w.done {
 		return 0, errors.New("erofs: AddFile after Finish")
 	}
 	if size < 0 {
 		return 0, fmt.Errorf("erofs: negative file size %d", size)
 	}
+	var end, total int64
+	for _, s := range data {
+		if s.Off < end || s.Len < 0 || s.Off > size-s.Len {
+			return 0, fmt.Errorf("erofs: data segment at %d of %d bytes is out of order or outside the file's %d bytes", s.Off, s.Len, size)
+		}
+		end, total = s.Off+s.Len, total+s.Len
+	}
 	nblocks := (uint64(size) + BlockSize - 1) / BlockSize
 	if uint64(w.next)+nblocks > maxBlocks {
 		return 0, fmt.Errorf("erofs: image would exceed %d blocks (16 TiB)", uint64(maxBlocks))
 	}
 	start := w.next
-	off := int64(start) * BlockSize
-	for remaining := size; remaining > 0; {
-		n := int64(len(w.buf))
-		if remaining < n {
-			n = remaining
-		}
-		chunk := w.buf[:n]
-		if got, err := io.ReadFull(r, chunk); err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return 0, fmt.Errorf("content ended %d bytes early: %w", remaining-int64(got), io.ErrUnexpectedEOF)
+	base := int64(start) * BlockSize
+	for _, s := range data {
+		// Space past what was written so far reads as zeros: the holes
+		// between segments need no writing.
+		for done := int64(0); done < s.Len; {
+			chunk := w.buf[:min(int64(len(w.buf)), s.Len-done)]
+			if got, err := io.ReadFull(r, chunk); err != nil {
+				if err == io.EOF || err == io.ErrUnexpectedEOF {
+					return 0, fmt.Errorf("content ended %d bytes early: %w", total-int64(got), io.ErrUnexpectedEOF)
+				}
+				return 0, err
 			}
-			return 0, err
+			if err := w.writeSparse(chunk, base+s.Off+done); err != nil {
+				return 0, err
+			}
+			done += int64(len(chunk))
+			total -= int64(len(chunk))
 		}
-		if err := w.writeSparse(chunk, off); err != nil {
-			return 0, err
-		}
-		off += n
-		remaining -= n
 	}
 	w.next = start + uint32(nblocks)
 	w.extents = append(w.extents, extent{start: start, nblocks: uint32(nblocks)})
@@ -292,14 +307,60 @@ func (w *Writer) compact(inodes []*inodeInfo) (Stats, []uint32, error) {
 
 // move copies extent e down to block dst < e.start, front to back, so the
 // overlapping source is always read before it is overwritten. Zero blocks
-// become holes at the destination.
+// become holes at the destination; the source's holes are not read at
+// all, so a sparse file claiming a terabyte moves at the cost of its data.
 func (w *Writer) move(e extent, dst uint32) error {
 	src := int64(e.start) * BlockSize
-	to := int64(dst) * BlockSize
-	for remaining := int64(e.nblocks) * BlockSize; remaining > 0; {
-		n := min(int64(len(w.buf)), remaining)
+	shift := src - int64(dst)*BlockSize
+	end := src + int64(e.nblocks)*BlockSize
+	for off := src; off < end; {
+		data, hole, err := w.nextData(off, end)
+		if err != nil {
+			return err
+		}
+		if data > off {
+			if err := w.punch(off-shift, data-off); err != nil {
+				return err
+			}
+		}
+		if err := w.moveData(data, hole, shift); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return nil
+}
+
+// nextData returns the first run of data at or after off, [data, hole),
+// cut at end; data == end if there is none. Where the file system cannot
+// tell, everything is data.
+func (w *Writer) nextData(off, end int64) (data, hole int64, err error) {
+	fd := int(w.f.Fd())
+	data, err = unix.Seek(fd, off, unix.SEEK_DATA)
+	switch {
+	case errors.Is(err, unix.ENXIO):
+		return end, end, nil
+	case errors.Is(err, unix.EINVAL):
+		return off, end, nil
+	case err != nil:
+		return 0, 0, fmt.Errorf("seeking data: %w", err)
+	}
+	if data >= end {
+		return end, end, nil
+	}
+	if hole, err = unix.Seek(fd, data, unix.SEEK_HOLE); err != nil {
+		return 0, 0, fmt.Errorf("seeking a hole: %w", err)
+	}
+	// Runs start and end on blocks: the file's are at least as coarse.
+	return data &^ (BlockSize - 1), min((hole+BlockSize-1)&^(BlockSize-1), end), nil
+}
+
+// moveData copies [from, to) down by shift bytes, block-aligned.
+func (w *Writer) moveData(from, to, shift int64) error {
+	for from < to {
+		n := min(int64(len(w.buf)), to-from)
 		chunk := w.buf[:n]
-		if _, err := w.f.ReadAt(chunk, src); err != nil {
+		if _, err := w.f.ReadAt(chunk, from); err != nil {
 			return err
 		}
 		for b := int64(0); b < n; {
@@ -309,16 +370,22 @@ func (w *Writer) move(e extent, dst uint32) error {
 				run += BlockSize
 			}
 			if zero {
-				err := unix.Fallocate(int(w.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, to+b, run-b)
-				if err != nil {
-					return fmt.Errorf("punching a hole: %w", err)
+				if err := w.punch(from-shift+b, run-b); err != nil {
+					return err
 				}
-			} else if _, err := w.f.WriteAt(chunk[b:run], to+b); err != nil {
+			} else if _, err := w.f.WriteAt(chunk[b:run], from-shift+b); err != nil {
 				return err
 			}
 			b = run
 		}
-		src, to, remaining = src+n, to+n, remaining-n
+		from += n
+	}
+	return nil
+}
+
+func (w *Writer) punch(off, n int64) error {
+	if err := unix.Fallocate(int(w.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
+		return fmt.Errorf("punching a hole: %w", err)
 	}
 	return nil
 }

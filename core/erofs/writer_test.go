@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/fstree"
+	"z.gfire.dev/gvx/core/internal/sparsetar"
 	"z.gfire.dev/gvx/core/internal/treecheck"
 )
 
@@ -386,4 +388,128 @@ func TestWriterOnWriteback(t *testing.T) {
 		t.Fatalf("after %d more bytes of zeros: %d calls, want 2", writebackChunk, calls)
 	}
 	b.finish()
+}
+
+// sparseContent is a file of size bytes holding data at each segment, the
+// rest zeros: what AddSparseFile reads (the data) and what the image must
+// read back (all of it).
+type sparseContent struct {
+	size int64
+	segs []sparsetar.Segment
+	data [][]byte
+}
+
+func (c sparseContent) data1() io.Reader {
+	var rs []io.Reader
+	for _, d := range c.data {
+		rs = append(rs, bytes.NewReader(d))
+	}
+	return io.MultiReader(rs...)
+}
+
+func (c sparseContent) all() io.Reader {
+	var rs []io.Reader
+	var at int64
+	for i, s := range c.segs {
+		rs = append(rs, io.LimitReader(zeroReader{}, s.Off-at), bytes.NewReader(c.data[i]))
+		at = s.Off + s.Len
+	}
+	return io.MultiReader(append(rs, io.LimitReader(zeroReader{}, c.size-at))...)
+}
+
+func newSparse(size int64, offs ...int64) sparseContent {
+	c := sparseContent{size: size}
+	for i, off := range offs {
+		d := random(1000 + 3000*i)
+		if off+int64(len(d)) > size {
+			d = d[:size-off]
+		}
+		c.segs = append(c.segs, sparsetar.Segment{Off: off, Len: int64(len(d))})
+		c.data = append(c.data, d)
+	}
+	return c
+}
+
+func (b *builder) sparse(path string, c sparseContent) {
+	h, err := b.w.AddSparseFile(c.data1(), c.size, c.segs)
+	if err != nil {
+		b.t.Fatalf("AddSparseFile %q: %v", path, err)
+	}
+	b.content[h] = c.all
+	parent, name := b.parent(path)
+	parent.Children[name] = &fstree.Node{Mode: fstree.TypeRegular | 0o644, Size: c.size, Data: h}
+}
+
+// TestWriterSparseFiles writes files as data segments at offsets, the rest
+// holes, moves them in compaction, and reads them back through gVisor.
+func TestWriterSparseFiles(t *testing.T) {
+	f := tempImage(t)
+	b := newBuilder(t, f)
+	b.bytes("dead", random(3*BlockSize))
+	const M = 1 << 20
+	b.sparse("unaligned", newSparse(3*M+17, 5, 70000, 3*M+10))
+	b.sparse("aligned", newSparse(8*M, 0, 4*M, 8*M-BlockSize))
+	b.sparse("hole", newSparse(5*M))
+	b.sparse("empty", newSparse(0))
+	b.sparse("shared-block", newSparse(BlockSize, 0, 1500))
+	b.bytes("after", random(5000))
+	delete(b.root.Children, "dead")
+	stats := b.finish()
+	if stats.DeadBlocks == 0 || stats.MovedBlocks == 0 {
+		t.Fatalf("expected dead and moved blocks, got %+v", stats)
+	}
+	got, err := treecheck.FromErofs(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := treecheck.Diff(b.listing(), got, treecheck.Ignore{}); len(diff) > 0 {
+		t.Fatalf("differs:\n%s", strings.Join(diff, "\n"))
+	}
+	var st unix.Stat_t
+	unix.Fstat(int(f.Fd()), &st)
+	if st.Blocks*512 > 2*M {
+		t.Errorf("16 MiB of mostly holes allocate %d bytes", st.Blocks*512)
+	}
+	fsckErofs(t, f.Name(), "")
+}
+
+// TestWriterSparseTiBMoved moves a file claiming 1 TiB, all holes but a
+// few KiB, in compaction: its holes are never read.
+func TestWriterSparseTiBMoved(t *testing.T) {
+	f := tempImage(t)
+	b := newBuilder(t, f)
+	b.bytes("dead", random(BlockSize))
+	const T = 1 << 40
+	c := newSparse(T, 0, T/2+3, T-100)
+	b.sparse("huge", c)
+	delete(b.root.Children, "dead")
+	start := time.Now()
+	stats := b.finish()
+	t.Logf("Finish moved %d blocks of a 1 TiB sparse file in %v", stats.MovedBlocks, time.Since(start))
+	// The data, and a little of the holes, read back through the image.
+	got := make([]byte, 8192)
+	for i, s := range c.segs {
+		if _, err := f.ReadAt(got[:s.Len], BlockSize+s.Off); err != nil || !bytes.Equal(got[:s.Len], c.data[i]) {
+			t.Fatalf("segment %d at %d reads back wrong (%v)", i, s.Off, err)
+		}
+		if s.Off+s.Len+8192 > T {
+			continue
+		}
+		if _, err := f.ReadAt(got[:4096], BlockSize+s.Off+s.Len+4096); err != nil || !bytes.Equal(got[:4096], make([]byte, 4096)) {
+			t.Fatalf("the hole after segment %d does not read as zeros (%v)", i, err)
+		}
+	}
+	var st unix.Stat_t
+	unix.Fstat(int(f.Fd()), &st)
+	if st.Blocks*512 > 1<<20 {
+		t.Errorf("1 TiB of holes allocate %d bytes", st.Blocks*512)
+	}
+}
+
+var sparseRand = rand.New(rand.NewSource(4))
+
+func random(n int) []byte {
+	p := make([]byte, n)
+	sparseRand.Read(p)
+	return p
 }
