@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/fstree"
+	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
 // OCI whiteout names (image-spec layer.md).
@@ -29,6 +30,15 @@ const (
 // implements it.
 type DataSink interface {
 	AddFile(r io.Reader, size int64) (uint64, error)
+}
+
+// SparseSink is a DataSink that stores a sparse file's holes as holes:
+// AddSparseFile's r reads only the bytes of data, the file's segments in
+// order. A sink without it is given the holes as zeros, which for a small
+// entry claiming a terabyte of holes is a terabyte to read.
+// core/erofs.Writer implements it.
+type SparseSink interface {
+	AddSparseFile(r io.Reader, size int64, data []sparsetar.Segment) (uint64, error)
 }
 
 // LayerError reports a layer entry that cannot be applied.
@@ -129,7 +139,7 @@ func (f *Flattener) ApplyLayer(r io.Reader) error {
 func (f *Flattener) ApplyLayerContext(ctx context.Context, r io.Reader) error {
 	f.layer++
 	f.touched = make(map[dirent]bool)
-	tr := &cancellableTar{ctx: ctx, r: tar.NewReader(r)}
+	tr := &cancellableTar{ctx: ctx, r: sparsetar.NewReader(cancellableReader{ctx, r})}
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -137,6 +147,9 @@ func (f *Flattener) ApplyLayerContext(ctx context.Context, r io.Reader) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if merr := (*sparsetar.MapError)(nil); errors.As(err, &merr) {
+			return &LayerError{Layer: f.layer, Entry: merr.Name, Reason: fmt.Sprintf("its sparse map %s", merr.Reason)}
 		}
 		if err != nil {
 			return fmt.Errorf("layer %d: reading the tar stream after %d entries: %w (the layer is truncated or corrupt: get the image again from where it came from, or rebuild it)", f.layer, f.stats.Entries, err)
@@ -158,12 +171,35 @@ func (f *Flattener) ApplyLayerContext(ctx context.Context, r io.Reader) error {
 // cancellableTar reads a tar's entries until its context is done.
 type cancellableTar struct {
 	ctx context.Context
-	r   *tar.Reader
+	r   *sparsetar.Reader
 }
 
 func (c *cancellableTar) Next() (*tar.Header, error) { return c.r.Next() }
 
 func (c *cancellableTar) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
+}
+
+// data is the current sparse entry's data, and its map.
+func (c *cancellableTar) data() (io.Reader, []sparsetar.Segment, bool) {
+	segs, ok := c.r.Sparse()
+	return cancellableReader{c.ctx, readerFunc(c.r.ReadData)}, segs, ok
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+// cancellableReader reads r until ctx is done.
+type cancellableReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c cancellableReader) Read(b []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -197,7 +233,7 @@ func cleanPath(name string) ([]string, error) {
 	return parts, nil
 }
 
-func (f *Flattener) apply(hdr *tar.Header, content io.Reader) error {
+func (f *Flattener) apply(hdr *tar.Header, content *cancellableTar) error {
 	if hdr.Typeflag == tar.TypeXGlobalHeader {
 		return nil
 	}
@@ -249,7 +285,7 @@ func (f *Flattener) apply(hdr *tar.Header, content io.Reader) error {
 		return f.setDirMeta(hdr, n)
 	}
 	if n.Type() == fstree.TypeRegular {
-		if n.Data, err = f.sink.AddFile(content, n.Size); err != nil {
+		if err = f.addFile(n, content); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				return f.fail(hdr, "reading its content: %v (the layer is truncated or corrupt)", err)
 			}
@@ -258,6 +294,18 @@ func (f *Flattener) apply(hdr *tar.Header, content io.Reader) error {
 	}
 	parent.Children[name] = n
 	return nil
+}
+
+// addFile stores a regular file's content: a sparse entry's holes as
+// holes, if the sink can.
+func (f *Flattener) addFile(n *fstree.Node, content *cancellableTar) (err error) {
+	r, segs, sparse := content.data()
+	if ss, ok := f.sink.(SparseSink); ok && sparse {
+		n.Data, err = ss.AddSparseFile(r, n.Size, segs)
+		return err
+	}
+	n.Data, err = f.sink.AddFile(content, n.Size)
+	return err
 }
 
 // newNode builds the node a non-link header describes.
