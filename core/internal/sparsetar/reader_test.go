@@ -3,6 +3,7 @@ package sparsetar
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -162,4 +163,59 @@ func TestReaderHeadersTooLong(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzReader: on any stream, Reader never panics, and every entry it
+// reads has the content tar.Reader reads for it, holes as zeros.
+func FuzzReader(f *testing.F) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.WriteSparseHeader(&tar.Header{Name: "s", Mode: 0o644, Size: 10000}, []Segment{{10, 5}, {5000, 3}})
+	w.Write([]byte("helloabc"))
+	w.WriteHeader(&tar.Header{Name: "p", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3})
+	w.Write([]byte("xyz"))
+	w.Close()
+	f.Add(buf.Bytes())
+	old := make([]byte, 512*4)
+	copy(old, "s")
+	copy(old[124:], "00000000005\x00")
+	old[156] = 'S'
+	copy(old[257:], "ustar  \x00")
+	copy(old[386:], "00000000002\x0000000000005\x00")
+	copy(old[483:], "00000000100\x00")
+	copy(old[148:156], "        ")
+	sum := 0
+	for _, c := range old[:512] {
+		sum += int(c)
+	}
+	copy(old[148:], fmt.Sprintf("%06o\x00 ", sum))
+	copy(old[512:], "hello")
+	f.Add(old)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ours, theirs := NewReader(bytes.NewReader(b)), tar.NewReader(bytes.NewReader(b))
+		for {
+			h1, err1 := ours.Next()
+			h2, err2 := theirs.Next()
+			if err1 != nil || err2 != nil {
+				if err1 == nil && err2 != nil {
+					t.Fatalf("Reader reads %q where tar.Reader fails: %v", h1.Name, err2)
+				}
+				return
+			}
+			if h1.Name != h2.Name || h1.Size != h2.Size {
+				t.Fatalf("entry %q of %d bytes, tar.Reader's %q of %d", h1.Name, h1.Size, h2.Name, h2.Size)
+			}
+			if h1.Size > 1<<20 {
+				continue
+			}
+			c1, e1 := io.ReadAll(ours)
+			c2, e2 := io.ReadAll(theirs)
+			if e1 == nil && e2 == nil && !bytes.Equal(c1, c2) {
+				t.Fatalf("%q: content differs from tar.Reader's", h1.Name)
+			}
+			if e1 != nil || e2 != nil {
+				return
+			}
+		}
+	})
 }
