@@ -1,5 +1,5 @@
 """Shared fixtures: a private image cache, helpers to look at processes, and
-the reliability battery's counts and report."""
+the reliability battery's counts and report, and the session's Ray cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+import raycluster
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -156,3 +158,26 @@ def report_table(title: str, header: list[str], *rows: list[str]) -> None:
     if report:
         with open(report, "a") as f:
             f.write(text + "\n")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[raycluster.Cluster]:
+    """One three-node Ray cluster, loopback only, for every test that asks for it."""
+    import shutil
+    import tempfile
+    import time
+
+    why = raycluster.skip_reason()
+    if why:
+        pytest.skip(why)
+    # A short path: Ray's Unix sockets live under it.
+    tmp = Path(tempfile.mkdtemp(prefix="gvxray-", dir="/tmp"))
+    c = raycluster.Cluster(tmp)
+    try:
+        start = time.monotonic()
+        c.start()
+        print(f"cluster of {len(raycluster.NODES)} nodes up in {time.monotonic() - start:.1f} s")
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

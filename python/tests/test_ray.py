@@ -1,173 +1,43 @@
 """gvx.ray.EnvPool on a real three-node Ray cluster on this machine.
 
-Ray binds to and dials the machine's interface address unless told not to,
-and no test may send traffic beyond loopback. So the cluster runs in network
-and PID namespaces the fixture makes (only ``lo`` up), every Ray process on
-``--node-ip-address=127.0.0.1``. The PID namespace keeps ``ray stop`` to this
-cluster's processes and ends them all when its first process exits, even if
-pytest is killed.
-
-Each test's driver runs inside the namespaces too: this file, run as a script
-(``python test_ray.py SCENARIO ADDRESS``), is that driver; its functions are
-then shipped to the nodes by value. The cluster is sized for 2 cores: three
-nodes of one CPU, a few environments each.
+The cluster (raycluster.py, the session's ``ray_cluster`` fixture) runs in
+network and PID namespaces with only ``lo``. Each test's driver runs inside
+them too: this file, run as a script (``python test_ray.py SCENARIO
+ADDRESS``), is that driver; its functions are then shipped to the nodes by
+value. The cases gvx.EnvPool shares with gvx.ray.EnvPool are in
+pool_cases.py; here is what only a cluster has: placement, resources, dead
+and hung nodes, a killed driver.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
+from raycluster import DRIVER_TIMEOUT, NODES, Cluster, connect as _connect, driver_alarm
+
 HERE = Path(__file__).resolve().parent
-PORT = 6379  # free: the namespace has its own ports
-NODES = ("node_a", "node_b", "node_c")
-SCENARIO_TIMEOUT = 240.0
-
-# The namespaces' first process: brings lo up, says so, and reaps orphans
-# (daemonised Ray processes end up its children) until its stdin closes.
-NAMESPACE_INIT = """
-import os, subprocess, sys, threading
-subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-print("ready", flush=True)
-threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        threading.Event().wait(0.5)
-"""
 
 
-class Cluster:
-    """A Ray cluster in its own network and PID namespaces."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.address = f"127.0.0.1:{PORT}"
-        self.env = dict(os.environ)
-        self.env.update(
-            PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]),
-            GVX_CACHE=str(tmp / "gvx-cache"),
-            RAY_USAGE_STATS_ENABLED="0",
-        )
-        self.init = subprocess.Popen(
-            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c", NAMESPACE_INIT],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
-        assert self.init.stdout is not None
-        ready, _, _ = select.select([self.init.stdout], [], [], 30)
-        line = self.init.stdout.readline().decode() if ready else ""
-        if line.strip() != "ready":
-            raise RuntimeError(f"the namespace did not come up within 30 s: {line!r}")
-        self.ns_pid = self._child_of(self.init.pid)
-
-    @staticmethod
-    def _child_of(pid: int) -> int:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-            except OSError:
-                children = []
-            if children:
-                return int(children[0])
-            time.sleep(0.05)  # polling /proc for a fork that has already been asked for
-        raise RuntimeError(f"unshare (pid {pid}) started no namespace process within 10 s")
-
-    def command(self, *args: str) -> list[str]:
-        """args run inside the namespaces."""
-        return ["nsenter", "-t", str(self.ns_pid), "-n", "-p", "-m", f"--wd={os.getcwd()}", "--", *args]
-
-    def ray(self, *args: str, timeout: float = 120) -> None:
-        ray_cli = str(Path(sys.executable).parent / "ray")
-        r = subprocess.run(self.command(ray_cli, *args), env=self.env, capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-
-    def start(self) -> None:
-        common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats"]
-        self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false",
-                 f"--temp-dir={self.tmp / 'ray'}", f"--resources={{\"{NODES[0]}\": 1}}", *common)
-        for name in NODES[1:]:
-            self.ray("start", f"--address={self.address}", f"--resources={{\"{name}\": 1}}", *common)
-
-    def run(self, scenario: Callable[[], None]) -> str:
-        """Runs a scenario_ function of this file as a driver inside the namespaces."""
-        start = time.monotonic()
-        r = subprocess.run(
-            self.command(sys.executable, str(Path(__file__).resolve()), scenario.__name__, self.address),
-            env=self.env, capture_output=True, text=True, timeout=SCENARIO_TIMEOUT + 30,
-        )
-        print(f"{scenario.__name__}: {time.monotonic() - start:.1f} s\n{r.stdout}")
-        assert r.returncode == 0, f"{scenario.__name__} failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-8000:]}"
-        return r.stdout
-
-    def stop(self) -> None:
-        try:
-            self.ray("stop", "--force", timeout=60)
-        finally:
-            # Closing its stdin ends the namespaces' first process, and with it
-            # every process left in them.
-            assert self.init.stdin is not None
-            self.init.stdin.close()
-            try:
-                self.init.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.init.kill()
-                self.init.wait(timeout=30)
+@pytest.fixture
+def cluster(ray_cluster: Cluster) -> Cluster:
+    return ray_cluster
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if os.geteuid() != 0:
-        pytest.skip("the Ray tests run their cluster in a network namespace with only lo, which needs root (unshare -n)")
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is not installed: pip install 'gvx[ray]' (make test installs it)")
-    for tool in ("unshare", "nsenter", "ip"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is missing: apt-get install util-linux iproute2")
-    # A short path: Ray's Unix sockets live under it.
-    tmp = Path(tempfile.mkdtemp(prefix="gvxray-", dir="/tmp"))
-    c = Cluster(tmp)
-    try:
-        start = time.monotonic()
-        c.start()
-        print(f"cluster of {len(NODES)} nodes up in {time.monotonic() - start:.1f} s")
-        yield c
-    finally:
-        c.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+def run(cluster: Cluster, scenario: Callable[[], None]) -> str:
+    return cluster.run(Path(__file__).resolve(), scenario.__name__)
 
 
 # The scenarios: drivers that run inside the namespaces.
-
-
-def _connect(address: str) -> dict[str, str]:
-    """Joins the cluster; returns each node's id -> its custom resource name."""
-    import ray
-
-    ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False)
-    nodes = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
-    assert len(nodes) == len(NODES), nodes
-    # Nothing of Ray may be reached beyond loopback.
-    assert {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}, [n["NodeManagerAddress"] for n in nodes]
-    names = {}
-    for n in nodes:
-        (name,) = [r for r in n["Resources"] if r in NODES]
-        names[n["NodeID"]] = name
-    return names
 
 
 def _gone(pids: list[int], seconds: float) -> bool:
@@ -362,30 +232,30 @@ def scenario__driver_to_kill() -> None:
     pool = gvx.ray.EnvPool(3, warm=1)
     pool.reset()
     print(" ".join(str(p.actor_pid) for p in pool.placement()), flush=True)
-    threading.Event().wait(SCENARIO_TIMEOUT)  # until killed
+    threading.Event().wait(DRIVER_TIMEOUT)  # until killed
 
 
 # The tests.
 
 
 def test_envpool_spreads_over_nodes(cluster: Cluster) -> None:
-    assert "spread ok" in cluster.run(scenario_spread)
+    assert "spread ok" in run(cluster, scenario_spread)
 
 
 def test_dead_node_truncates_and_reset_moves(cluster: Cluster) -> None:
-    assert "node_dies ok" in cluster.run(scenario_node_dies)
+    assert "node_dies ok" in run(cluster, scenario_node_dies)
 
 
 def test_envpool_honours_ray_resources(cluster: Cluster) -> None:
-    assert "resources ok" in cluster.run(scenario_resources)
+    assert "resources ok" in run(cluster, scenario_resources)
 
 
 def test_unanswering_actor_is_killed_at_the_deadline(cluster: Cluster) -> None:
-    assert "actor_hangs ok" in cluster.run(scenario_actor_hangs)
+    assert "actor_hangs ok" in run(cluster, scenario_actor_hangs)
 
 
 def test_killed_driver_leaves_no_sandbox(cluster: Cluster) -> None:
-    assert "driver_killed ok" in cluster.run(scenario_driver_killed)
+    assert "driver_killed ok" in run(cluster, scenario_driver_killed)
 
 
 def test_import_gvx_does_not_need_ray() -> None:
@@ -409,7 +279,7 @@ def test_import_gvx_does_not_need_ray() -> None:
 
 if __name__ == "__main__":
     # A driver: python test_ray.py SCENARIO ADDRESS, inside the cluster's namespaces.
-    signal.alarm(int(SCENARIO_TIMEOUT))  # a driver never outlives its test
+    driver_alarm()
     scenarios: dict[str, Any] = {k: v for k, v in globals().items() if k.startswith("scenario_")}
     try:
         scenarios["scenario_" + sys.argv[1].removeprefix("scenario_")]()

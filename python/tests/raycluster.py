@@ -1,0 +1,163 @@
+"""A real three-node Ray cluster on this machine, for the gvx.ray tests.
+
+Ray binds to and dials the machine's interface address unless told not to,
+and no test may send traffic beyond loopback. So the cluster runs in network
+and PID namespaces made here (only ``lo`` up), every Ray process on
+``--node-ip-address=127.0.0.1``. The PID namespace keeps ``ray stop`` to this
+cluster's processes and ends them all when its first process exits, even if
+pytest is killed.
+
+A test's driver runs inside the namespaces too: a test file run as a script
+(``python FILE NAME ADDRESS``, see :meth:`Cluster.run`), whose functions Ray
+then ships to the nodes by value. The cluster is sized for 2 cores: three
+nodes of one CPU. One cluster serves the whole test session (the
+``ray_cluster`` fixture in conftest.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).resolve().parent
+PORT = 6379  # free: the namespace has its own ports
+NODES = ("node_a", "node_b", "node_c")
+# How long one driver may run; the driver's own alarm (driver_alarm) ends it first.
+DRIVER_TIMEOUT = 240.0
+
+# The namespaces' first process: brings lo up, says so, and reaps orphans
+# (daemonised Ray processes end up its children) until its stdin closes.
+NAMESPACE_INIT = """
+import os, subprocess, sys, threading
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+print("ready", flush=True)
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        threading.Event().wait(0.5)
+"""
+
+
+def skip_reason() -> Optional[str]:
+    """Why this machine cannot run the cluster, or None."""
+    if os.geteuid() != 0:
+        return "the Ray tests run their cluster in a network namespace with only lo, which needs root (unshare -n)"
+    if importlib.util.find_spec("ray") is None:
+        return "ray is not installed: pip install 'gvx[ray]' (make test installs it)"
+    for tool in ("unshare", "nsenter", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is missing: apt-get install util-linux iproute2"
+    return None
+
+
+class Cluster:
+    """A Ray cluster in its own network and PID namespaces."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.address = f"127.0.0.1:{PORT}"
+        self.env = dict(os.environ)
+        self.env.update(
+            PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]),
+            GVX_CACHE=str(tmp / "gvx-cache"),
+            RAY_USAGE_STATS_ENABLED="0",
+        )
+        self.init = subprocess.Popen(
+            ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c", NAMESPACE_INIT],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        assert self.init.stdout is not None
+        ready, _, _ = select.select([self.init.stdout], [], [], 30)
+        line = self.init.stdout.readline().decode() if ready else ""
+        if line.strip() != "ready":
+            raise RuntimeError(f"the namespace did not come up within 30 s: {line!r}")
+        self.ns_pid = self._child_of(self.init.pid)
+
+    @staticmethod
+    def _child_of(pid: int) -> int:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                children = []
+            if children:
+                return int(children[0])
+            time.sleep(0.05)  # polling /proc for a fork that has already been asked for
+        raise RuntimeError(f"unshare (pid {pid}) started no namespace process within 10 s")
+
+    def command(self, *args: str) -> list[str]:
+        """args run inside the namespaces."""
+        return ["nsenter", "-t", str(self.ns_pid), "-n", "-p", "-m", f"--wd={os.getcwd()}", "--", *args]
+
+    def ray(self, *args: str, timeout: float = 120) -> None:
+        ray_cli = str(Path(sys.executable).parent / "ray")
+        r = subprocess.run(self.command(ray_cli, *args), env=self.env, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+
+    def start(self) -> None:
+        common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats"]
+        self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false",
+                 f"--temp-dir={self.tmp / 'ray'}", f"--resources={{\"{NODES[0]}\": 1}}", *common)
+        for name in NODES[1:]:
+            self.ray("start", f"--address={self.address}", f"--resources={{\"{name}\": 1}}", *common)
+
+    def run(self, script: Path, name: str, *args: str, env: Optional[dict[str, str]] = None) -> str:
+        """Runs ``python script name ADDRESS args...`` inside the namespaces as a
+        driver of this cluster; returns its stdout, failing if it fails."""
+        start = time.monotonic()
+        r = subprocess.run(
+            self.command(sys.executable, str(script), name, self.address, *args),
+            env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=DRIVER_TIMEOUT + 30,
+        )
+        print(f"{script.name} {name}: {time.monotonic() - start:.1f} s\n{r.stdout}")
+        assert r.returncode == 0, f"{script.name} {name} failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-8000:]}"
+        return r.stdout
+
+    def stop(self) -> None:
+        try:
+            self.ray("stop", "--force", timeout=60)
+        finally:
+            # Closing its stdin ends the namespaces' first process, and with it
+            # every process left in them.
+            assert self.init.stdin is not None
+            self.init.stdin.close()
+            try:
+                self.init.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.init.kill()
+                self.init.wait(timeout=30)
+
+
+def connect(address: str) -> dict[str, str]:
+    """Joins the cluster from a driver inside the namespaces; returns each
+    node's id -> its custom resource name (one of NODES)."""
+    import ray
+
+    ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False)
+    nodes = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+    assert len(nodes) == len(NODES), nodes
+    # Nothing of Ray may be reached beyond loopback.
+    assert {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}, [n["NodeManagerAddress"] for n in nodes]
+    names = {}
+    for n in nodes:
+        (name,) = [r for r in n["Resources"] if r in NODES]
+        names[n["NodeID"]] = name
+    return names
+
+
+def driver_alarm() -> None:
+    """A driver never outlives its test."""
+    import signal
+
+    signal.alarm(int(DRIVER_TIMEOUT))
