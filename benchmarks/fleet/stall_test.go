@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,14 +39,22 @@ func TestBatteryFleetStalls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("building the default image: %v", err)
 	}
+	var fleetStart atomic.Value // CPUTimes
+	fleetStart.Store(benchfmt.ReadCPUTimes())
 	cfg := fleetpkg.Config{
 		Sandbox:  gvx.Config{OCIImage: strings.TrimSpace(string(out)), Rungv: rungvBin, Cache: filepath.Join(dir, "cache"), KeepAlive: true},
 		N:        n,
 		Booters:  32,
 		InFlight: 16,
 		Stall:    stallLimit,
+		// What the stalled sandbox's threads and stubs do, and how the
+		// host's CPUs were spent since the fleet began, tell a lost wake-up
+		// (sleeping stubs, CPUs idle) from starvation (runnable threads,
+		// CPUs busy or stolen by the hypervisor).
 		OnStall: func(sb *gvx.Sandbox) {
-			t.Logf("an exec in rungv %d has taken %v so far (load average %s)", sb.PID(), stallLimit, benchfmt.LoadAvg())
+			t.Logf("an exec in rungv %d has taken %v so far (load average %s; CPUs since the fleet began: %s); its threads: %s",
+				sb.PID(), stallLimit, benchfmt.LoadAvg(), benchfmt.ReadCPUTimes().Since(fleetStart.Load().(benchfmt.CPUTimes)),
+				benchfmt.Threads(benchfmt.Tree(sb.PID())))
 		},
 	}
 	start := time.Now()
@@ -53,6 +62,7 @@ func TestBatteryFleetStalls(t *testing.T) {
 	var firstP50, firstMax []time.Duration
 	for f := 0; f < fleets; f++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		fleetStart.Store(benchfmt.ReadCPUTimes())
 		res, err := fleetpkg.Run(ctx, cfg)
 		cancel()
 		if err != nil {

@@ -1,6 +1,10 @@
 package benchfmt
 
 import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,5 +24,36 @@ func TestPercentile(t *testing.T) {
 	}
 	if Percentile(nil, 50) != 0 {
 		t.Error("p50 of nothing is not 0")
+	}
+}
+
+func TestThreadsDescribesThisProcess(t *testing.T) {
+	got := Threads([]int{os.Getpid()})
+	// The test binary's own name, with a state and a count.
+	name := filepath.Base(os.Args[0])
+	if len(name) > 15 {
+		name = name[:15] // the kernel's comm is 15 bytes
+	}
+	if !strings.Contains(got, "× "+name+" ") {
+		t.Fatalf("Threads of this process = %q; want counts of %q's threads", got, name)
+	}
+	if Threads([]int{-1}) != "" {
+		t.Fatal("Threads of no process is not empty")
+	}
+}
+
+func TestCPUTimesAdvance(t *testing.T) {
+	before := ReadCPUTimes()
+	if before.Busy+before.Idle == 0 {
+		t.Fatal("no CPU times read from /proc/stat")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ReadCPUTimes() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the host's CPU times did not advance in 10 s")
+		}
+		runtime.Gosched()
+	}
+	if got := ReadCPUTimes().Since(before); !strings.Contains(got, "% busy") {
+		t.Fatalf("Since = %q", got)
 	}
 }
