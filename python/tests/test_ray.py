@@ -41,21 +41,23 @@ def run(cluster: Cluster, scenario: Callable[[], None]) -> str:
 
 
 def _gone(pids: list[int], seconds: float) -> bool:
-    """Whether every pid has exited (or is a zombie) within seconds."""
+    """Whether every pid has exited (or is a zombie) within seconds.
+
+    A pidfd becomes readable when its process exits, child or not."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        alive = []
-        for pid in pids:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                alive.append(pid)
-        if not alive:
-            return True
-        time.sleep(0.1)  # polling /proc: there is no exit event for a non-child
-    return False
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                return False
+        finally:
+            os.close(fd)
+    return True
 
 
 def scenario_spread() -> None:
