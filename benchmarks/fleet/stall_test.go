@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,12 @@ func TestBatteryFleetStalls(t *testing.T) {
 	}
 	var fleetStart atomic.Value // CPUTimes
 	fleetStart.Store(benchfmt.ReadCPUTimes())
+	// Every thread's scheduler counts, once a second, so that a stall can
+	// say what ran on the host from just before its exec began.
+	history := newSchedHistory(stallLimit + 2*time.Second)
+	stopSampling := make(chan struct{})
+	defer close(stopSampling)
+	go history.sample(time.Second, stopSampling)
 	cfg := fleetpkg.Config{
 		Sandbox:  gvx.Config{OCIImage: strings.TrimSpace(string(out)), Rungv: rungvBin, Cache: filepath.Join(dir, "cache"), KeepAlive: true},
 		N:        n,
@@ -52,9 +59,12 @@ func TestBatteryFleetStalls(t *testing.T) {
 		// (sleeping stubs, CPUs idle) from starvation (runnable threads,
 		// CPUs busy or stolen by the hypervisor).
 		OnStall: func(sb *gvx.Sandbox) {
-			t.Logf("an exec in rungv %d has taken %v so far (load average %s; CPUs since the fleet began: %s); its threads: %s",
+			tree := benchfmt.Tree(sb.PID())
+			before, took := history.oldest()
+			t.Logf("an exec in rungv %d has taken %v so far (load average %s; CPUs since the fleet began: %s); its threads: %s; in the last %v %s (reading them took %v)",
 				sb.PID(), stallLimit, benchfmt.LoadAvg(), benchfmt.ReadCPUTimes().Since(fleetStart.Load().(benchfmt.CPUTimes)),
-				benchfmt.Threads(benchfmt.Tree(sb.PID())))
+				benchfmt.Threads(tree), time.Since(before.at).Round(time.Millisecond),
+				benchfmt.SchedSince(before.stats, benchfmt.ReadSchedStats(), tree), took)
 		},
 	}
 	start := time.Now()
@@ -83,4 +93,56 @@ func TestBatteryFleetStalls(t *testing.T) {
 			fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(firstP50, 50))/1e6),
 			fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(firstMax, 100))/1e6),
 			time.Since(start).Round(time.Second).String()})
+}
+
+// schedHistory keeps the host's scheduler counts of the last while.
+type schedHistory struct {
+	keep    time.Duration
+	mu      sync.Mutex
+	samples []schedSample
+	took    time.Duration // how long the last reading took
+}
+
+type schedSample struct {
+	at    time.Time
+	stats map[int]benchfmt.SchedStat
+}
+
+func newSchedHistory(keep time.Duration) *schedHistory {
+	h := &schedHistory{keep: keep}
+	h.add()
+	return h
+}
+
+func (h *schedHistory) add() {
+	start := time.Now()
+	s := schedSample{at: start, stats: benchfmt.ReadSchedStats()}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.took = time.Since(start)
+	h.samples = append(h.samples, s)
+	for len(h.samples) > 1 && start.Sub(h.samples[0].at) > h.keep {
+		h.samples = h.samples[1:]
+	}
+}
+
+// sample adds a reading every interval until stop is closed.
+func (h *schedHistory) sample(interval time.Duration, stop <-chan struct{}) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			h.add()
+		}
+	}
+}
+
+// oldest returns the oldest reading kept, and how long a reading takes.
+func (h *schedHistory) oldest() (schedSample, time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.samples[0], h.took
 }

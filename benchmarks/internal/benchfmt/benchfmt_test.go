@@ -57,3 +57,32 @@ func TestCPUTimesAdvance(t *testing.T) {
 		t.Fatalf("Since = %q", got)
 	}
 }
+
+func TestSchedSinceCountsThisProcessRunning(t *testing.T) {
+	before := ReadSchedStats()
+	if len(before) == 0 {
+		t.Fatal("no thread's schedstat read")
+	}
+	// Runs on a CPU until the scheduler has counted 50 ms of it.
+	var now map[int]SchedStat
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		now = ReadSchedStats()
+		var run time.Duration
+		for tid, s := range now {
+			if s.Pid == os.Getpid() {
+				run += s.Run - before[tid].Run
+			}
+		}
+		if run >= 50*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("this process ran %v in 10 s by its schedstat", run)
+		}
+	}
+	got := SchedSince(before, now, []int{os.Getpid()})
+	if strings.HasPrefix(got, "this sandbox's threads ran 0s") || !strings.Contains(got, "the host ran longest: ") {
+		t.Fatalf("SchedSince = %q; want this process's run time and the host's top processes", got)
+	}
+	t.Log(got)
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Threads describes what every thread of the given processes is doing, as
@@ -127,4 +128,86 @@ func (c CPUTimes) Since(before CPUTimes) string {
 	}
 	pct := func(x uint64) float64 { return float64(x) * 100 / float64(total) }
 	return fmt.Sprintf("%.0f%% busy, %.0f%% idle, %.0f%% stolen", pct(busy), pct(idle), pct(steal))
+}
+
+// SchedStat is what the scheduler counted for one thread
+// (/proc/PID/task/TID/schedstat): time on a CPU, and time runnable but
+// waiting for one.
+type SchedStat struct {
+	Pid       int
+	Comm      string
+	Run, Wait time.Duration
+}
+
+// ReadSchedStats reads every thread's SchedStat on the host, by thread id.
+func ReadSchedStats() map[int]SchedStat {
+	out := map[int]SchedStat{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			dir := filepath.Join("/proc", p.Name(), "task", t.Name())
+			f := strings.Fields(readTrim(dir, "schedstat"))
+			comm, _, ok := commAndState(dir)
+			if len(f) < 2 || !ok {
+				continue
+			}
+			run, _ := strconv.ParseInt(f[0], 10, 64)
+			wait, _ := strconv.ParseInt(f[1], 10, 64)
+			out[tid] = SchedStat{Pid: pid, Comm: comm, Run: time.Duration(run), Wait: time.Duration(wait)}
+		}
+	}
+	return out
+}
+
+// SchedSince describes how the host's threads spent the time between
+// before and now: the processes in pids (a stalled sandbox's tree) — how
+// long their threads ran and how long they waited, runnable, for a CPU —
+// and the five process names that ran longest on the host, so a stall
+// names what held the CPUs. Threads born since before count from zero.
+func SchedSince(before, now map[int]SchedStat, pids []int) string {
+	mine := map[int]bool{}
+	for _, p := range pids {
+		mine[p] = true
+	}
+	var treeRun, treeWait time.Duration
+	type use struct {
+		run   time.Duration
+		procs map[int]bool
+	}
+	byComm := map[string]*use{}
+	for tid, s := range now {
+		b := before[tid]
+		if b.Pid != s.Pid {
+			b = SchedStat{}
+		}
+		run, wait := s.Run-b.Run, s.Wait-b.Wait
+		if mine[s.Pid] {
+			treeRun += run
+			treeWait += wait
+		}
+		u := byComm[s.Comm]
+		if u == nil {
+			u = &use{procs: map[int]bool{}}
+			byComm[s.Comm] = u
+		}
+		u.run += run
+		u.procs[s.Pid] = true
+	}
+	names := slices.Sorted(maps.Keys(byComm))
+	slices.SortStableFunc(names, func(a, b string) int { return int(byComm[b].run - byComm[a].run) })
+	top := make([]string, 0, 5)
+	for _, n := range names[:min(5, len(names))] {
+		top = append(top, fmt.Sprintf("%s (%d processes) %v", n, len(byComm[n].procs), byComm[n].run.Round(time.Millisecond)))
+	}
+	return fmt.Sprintf("this sandbox's threads ran %v and waited %v for a CPU; the host ran longest: %s",
+		treeRun.Round(time.Millisecond), treeWait.Round(time.Millisecond), strings.Join(top, ", "))
 }
