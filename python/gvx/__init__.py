@@ -33,6 +33,7 @@ from .errors import (
 )
 from . import aio, docker, golden
 from .env import EnvPool, GvxEnv
+from ._pool import NodeStats, PoolStats
 from .images import Image, pull
 from .volumes import CheckResult, Volume
 from ._options import parse_port, parse_size
@@ -45,6 +46,8 @@ __all__ = [
     "pull",
     "EnvPool",
     "GvxEnv",
+    "NodeStats",
+    "PoolStats",
     "SandboxStats",
     "FileInfo",
     "aio",

@@ -21,11 +21,11 @@ import time
 import uuid
 from pathlib import Path
 from collections import deque
-from dataclasses import dataclass
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
+from typing import Any, Callable, Optional, Sequence, SupportsFloat, TypeVar, Union
 
-from . import _episodes, _options, errors
+from . import _episodes, _options, _pool, errors
+from ._task import episode_task
 from .sandbox import ExecResult, Mount, Sandbox
 from .volumes import Volume
 
@@ -240,6 +240,11 @@ class GvxEnv(_Base):  # type: ignore[misc]
             self._retirer.submit(self._close_and_discard, sb)
 
     @property
+    def ready(self) -> int:
+        """How many prepared sandboxes wait, ready, for the next resets."""
+        return sum(1 for f in list(self._next) if f.done() and f.exception() is None)
+
+    @property
     def sandbox(self) -> Sandbox:
         """The current episode's sandbox (after :meth:`reset`)."""
         if self._sandbox is None:
@@ -271,7 +276,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
         """
         if self._closed:
             raise errors.SandboxClosedError("the environment is closed; create a new GvxEnv")
-        task = _episode_task(options)
+        task = episode_task(options)
         if _gym is not None:
             super().reset(seed=seed)
         start = time.perf_counter()
@@ -387,52 +392,6 @@ class GvxEnv(_Base):  # type: ignore[misc]
         self.close()
 
 
-@dataclass(frozen=True)
-class _EpisodeTask:
-    """What ``GvxEnv.reset(options=...)`` puts into an episode's sandbox."""
-
-    upload: tuple[tuple[str, str], ...] = ()
-    files: tuple[tuple[str, bytes], ...] = ()
-    setup: tuple[str, ...] = ()
-
-    def apply(self, sb: Sandbox) -> None:
-        for local, remote in self.upload:
-            sb.upload(local, remote)
-        for path, data in self.files:
-            sb.write_file(path, data, make_parents=True)
-        for command in self.setup:
-            sb.exec(command, check=True)
-
-
-_TASK_KEYS = ("upload", "files", "setup")
-
-
-def _episode_task(options: Optional[dict[str, Any]]) -> _EpisodeTask:
-    """Checks reset's options before any sandbox is touched."""
-    if not options:
-        return _EpisodeTask()
-    unknown = sorted(set(options) - set(_TASK_KEYS))
-    if unknown:
-        raise errors.InvalidArgumentError(f"reset(options=...): unknown keys {unknown}; an episode's task takes {list(_TASK_KEYS)}")
-    upload = options.get("upload") or {}
-    files = options.get("files") or {}
-    setup = options.get("setup") or ()
-    if not isinstance(upload, dict) or not all(isinstance(k, (str, os.PathLike)) and isinstance(v, str) for k, v in upload.items()):
-        raise errors.InvalidArgumentError("reset(options={'upload': ...}) maps host paths to guest paths: {'tasks/1/repo': '/workspace/repo'}")
-    for local in upload:
-        if not os.path.exists(local):
-            raise errors.InvalidArgumentError(f"reset(options={{'upload': ...}}): {os.fspath(local)!r} does not exist on the host")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and k.startswith("/") and isinstance(v, (str, bytes)) for k, v in files.items()):
-        raise errors.InvalidArgumentError("reset(options={'files': ...}) maps absolute guest paths to str or bytes: {'/workspace/ISSUE.md': text}")
-    if isinstance(setup, str) or not all(isinstance(c, str) for c in setup):
-        raise errors.InvalidArgumentError("reset(options={'setup': ...}) is a list of shell commands: ['cd /workspace/repo && git checkout -q abc123']")
-    return _EpisodeTask(
-        upload=tuple((os.fspath(k), v) for k, v in upload.items()),
-        files=tuple((k, v.encode() if isinstance(v, str) else bytes(v)) for k, v in files.items()),
-        setup=tuple(setup),
-    )
-
-
 class EnvPool:
     """``n`` environments stepped concurrently, one thread each.
 
@@ -443,11 +402,11 @@ class EnvPool:
     ``pin_cpus=True`` pins environment ``i``'s sandboxes to the ``i``-th CPU this process
     may use (round robin), which shortens guest system calls and execs and keeps
     environments out of each other's caches; each guest then sees one CPU.
+    :class:`gvx.ray.EnvPool` is the same pool spread over a Ray cluster.
     """
 
     def __init__(self, n: int, *, pin_cpus: bool = False, **env_options: Any) -> None:
-        if n < 1:
-            raise errors.InvalidArgumentError(f"n={n}: a pool needs at least one environment")
+        _pool.check_count(n)
         options = [dict(env_options) for _ in range(n)]
         if pin_cpus:
             if "cpuset" in env_options:
@@ -455,29 +414,51 @@ class EnvPool:
             cpus = sorted(os.sched_getaffinity(0))
             for i, o in enumerate(options):
                 o["cpuset"] = [cpus[i % len(cpus)]]
+        self._closed = False
+        self._tracker = _pool.Tracker(n)
         self._threads = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gvx-pool")
-        self.envs = list(self._threads.map(lambda o: GvxEnv(**o), options))
+        self.envs: list[GvxEnv] = []
+        futures = [self._threads.submit(GvxEnv, **o) for o in options]
+        try:
+            self.envs = [f.result() for f in futures]
+        except BaseException:
+            # The environments that were made are closed with the pool.
+            self.envs = [f.result() for f in futures if f.exception() is None]
+            self.close()
+            raise
 
     def __len__(self) -> int:
         return len(self.envs)
 
-    def reset(self, *, seed: Optional[int] = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Resets every environment; seeds are ``seed + i`` when given."""
-        results = list(
-            self._threads.map(lambda ie: ie[1].reset(seed=None if seed is None else seed + ie[0]), enumerate(self.envs))
-        )
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.SandboxClosedError("the pool is closed; create a new gvx.EnvPool")
+
+    def reset(
+        self, *, seed: Optional[int] = None, options: Optional[Sequence[Optional[dict[str, Any]]]] = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Resets every environment; seeds are ``seed + i`` when given, and
+        ``options[i]`` is environment i's episode task (see :meth:`GvxEnv.reset`)."""
+        self._check_open()
+        items = list(zip(_pool.seeds(seed, len(self)), _pool.reset_options(options, len(self))))
+        results = list(self._threads.map(lambda item: self._reset_env(*item), enumerate(items)))
         return [r[0] for r in results], [r[1] for r in results]
 
-    def reset_one(self, i: int, *, seed: Optional[int] = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        return self.envs[i].reset(seed=seed)
+    def reset_one(
+        self, i: int, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Resets environment i alone (its episode ended while others run on)."""
+        self._check_open()
+        _pool.check_index(i, len(self))
+        return self._reset_env(i, (seed, options))
 
     def step(
         self, actions: Sequence[str]
     ) -> tuple[list[dict[str, Any]], list[float], list[bool], list[bool], list[dict[str, Any]]]:
         """Steps environment i with actions[i], all at once."""
-        if len(actions) != len(self.envs):
-            raise errors.InvalidArgumentError(f"{len(actions)} actions for {len(self.envs)} environments")
-        results = list(self._threads.map(lambda ea: ea[0].step(ea[1]), zip(self.envs, actions)))
+        self._check_open()
+        checked = _pool.check_actions(actions, len(self))
+        results = list(self._threads.map(lambda ia: self._step_env(*ia), enumerate(checked)))
         return (
             [r[0] for r in results],
             [float(r[1]) for r in results],
@@ -486,15 +467,92 @@ class EnvPool:
             [r[4] for r in results],
         )
 
+    def step_one(self, i: int, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Steps environment i alone; returns ``(obs, reward, terminated, truncated, info)``."""
+        self._check_open()
+        _pool.check_index(i, len(self))
+        return self._step_env(i, _pool.check_actions([action], 1)[0])
+
+    def _reset_env(self, i: int, seed_and_options: tuple[Optional[int], Optional[dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+        start = time.perf_counter()
+        obs, info = self.envs[i].reset(seed=seed_and_options[0], options=seed_and_options[1])
+        self._tracker.reset("", i, time.perf_counter() - start)
+        return obs, info
+
+    def _step_env(self, i: int, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        start = time.perf_counter()
+        obs, reward, terminated, truncated, info = self.envs[i].step(action)
+        self._tracker.step("", i, time.perf_counter() - start, terminated, truncated, info)
+        return obs, float(reward), terminated, truncated, info
+
+    def stats(self) -> _pool.PoolStats:
+        """The pool's environments: live, warm and failed, and reset and step latencies."""
+        self._check_open()
+        warm = sum(env.ready for env in self.envs)
+        return _pool.PoolStats((self._tracker.node_stats("", "", range(len(self)), warm),))
+
     def close(self) -> None:
+        """Closes every environment. Calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         list(self._threads.map(lambda e: e.close(), self.envs))
         self._threads.shutdown(wait=True)
+
+    # The asyncio twins: each runs its sync method in a thread of gvx.aio's
+    # pool, so a rollout loop written as coroutines awaits them.
+
+    async def reset_async(
+        self, *, seed: Optional[int] = None, options: Optional[Sequence[Optional[dict[str, Any]]]] = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The asyncio twin of :meth:`reset`."""
+        return await _in_thread(self.reset, seed=seed, options=options)
+
+    async def reset_one_async(
+        self, i: int, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The asyncio twin of :meth:`reset_one`."""
+        return await _in_thread(self.reset_one, i, seed=seed, options=options)
+
+    async def step_async(
+        self, actions: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], list[float], list[bool], list[bool], list[dict[str, Any]]]:
+        """The asyncio twin of :meth:`step`."""
+        return await _in_thread(self.step, actions)
+
+    async def step_one_async(self, i: int, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """The asyncio twin of :meth:`step_one`: each episode can be a coroutine of its own."""
+        return await _in_thread(self.step_one, i, action)
+
+    async def stats_async(self) -> _pool.PoolStats:
+        """The asyncio twin of :meth:`stats`."""
+        return await _in_thread(self.stats)
+
+    async def close_async(self) -> None:
+        """The asyncio twin of :meth:`close`."""
+        await _in_thread(self.close)
 
     def __enter__(self) -> "EnvPool":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> "EnvPool":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close_async()
+
+
+_T = TypeVar("_T")
+
+
+async def _in_thread(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """fn(*args, **kwargs) in a thread of gvx.aio's pool."""
+    from .aio import _to_thread  # gvx.aio imports this module
+
+    return await _to_thread(fn, *args, **kwargs)
 
 
 if _gym is not None and ENV_ID not in _gym.registry:

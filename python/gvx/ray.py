@@ -18,12 +18,14 @@ imports Ray.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Generator, Mapping, Optional, Sequence, TypeVar, Union
 
 try:
     import ray
@@ -34,7 +36,7 @@ except ImportError as _e:  # pragma: no cover - exercised in a subprocess by the
         f"gvx.ray needs Ray, which is not installed ({_e}): pip install 'gvx[ray]'"
     ) from _e
 
-from . import errors
+from . import _pool, errors
 from .env import GvxEnv
 
 __all__ = ["EnvPool", "Placement"]
@@ -46,12 +48,18 @@ _Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 # Ray's errors that mean an actor, or the node under it, is gone or cut off.
 _LOST = (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.GetTimeoutError)
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
 
 class _NodeHost:
     """The actor on one node: it owns that node's environments.
 
     Its sandboxes are children of its worker process, so they die with it,
-    and the actor, not detached, dies with the driver that owns it.
+    and the actor, not detached, dies with the driver that owns it. It is an
+    asyncio actor, so calls for different environments run at once (one
+    driver batch, or many ``step_one_async`` calls), each environment's work
+    in a thread of its own.
     """
 
     def __init__(self, env_options: dict[str, Any], pin_cpus: bool) -> None:
@@ -62,11 +70,12 @@ class _NodeHost:
         # Threads are made as calls need them: a batch of k environments uses k.
         self._threads = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="gvx-ray-node")
 
-    def pid(self) -> int:
-        """The process that owns this node's sandboxes."""
-        return os.getpid()
+    async def _each(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+        loop = asyncio.get_running_loop()
+        return list(await asyncio.gather(*(loop.run_in_executor(self._threads, fn, item) for item in items)))
 
-    def add(self, env_ids: list[int]) -> None:
+    async def add(self, env_ids: list[int]) -> int:
+        """Makes the environments env_ids; returns the process that owns their sandboxes."""
         options = []
         cpus = sorted(os.sched_getaffinity(0))
         for _ in env_ids:
@@ -75,22 +84,27 @@ class _NodeHost:
                 o["cpuset"] = [cpus[self._added % len(cpus)]]
             self._added += 1
             options.append(o)
-        envs = list(self._threads.map(lambda o: GvxEnv(**o), options))
+        envs = await self._each(lambda o: GvxEnv(**o), options)
         self._envs.update(zip(env_ids, envs))
+        return os.getpid()
 
-    def reset(self, items: list[tuple[int, Optional[int]]]) -> list[_Reset]:
-        return list(self._threads.map(lambda item: self._envs[item[0]].reset(seed=item[1]), items))
+    async def reset(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> list[_Reset]:
+        return await self._each(lambda item: self._envs[item[0]].reset(seed=item[1], options=item[2]), items)
 
-    def step(self, items: list[tuple[int, str]]) -> list[_Step]:
+    async def step(self, items: list[tuple[int, str]]) -> list[_Step]:
         def one(item: tuple[int, str]) -> _Step:
             obs, reward, terminated, truncated, info = self._envs[item[0]].step(item[1])
             return obs, float(reward), terminated, truncated, info
 
-        return list(self._threads.map(one, items))
+        return await self._each(one, items)
 
-    def close(self) -> None:
+    async def warm(self) -> int:
+        """How many prepared sandboxes wait, ready, in this node's environments."""
+        return sum(env.ready for env in self._envs.values())
+
+    async def close(self) -> None:
         envs, self._envs = list(self._envs.values()), {}
-        list(self._threads.map(lambda e: e.close(), envs))
+        await self._each(lambda e: e.close(), envs)
 
 
 @dataclass(frozen=True)
@@ -118,11 +132,31 @@ class _Host:
         return f"Ray node {self.node_id} ({self.address})"
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One remote call a pool waits for, until its deadline (time.monotonic)."""
+
+    host: _Host
+    ref: Any  # ray.ObjectRef
+    deadline: float
+
+
+# The pool's bookkeeping is written once, as generators that yield the remote
+# calls they wait for and are sent back each call's outcome: its value, or the
+# exception it raised. EnvPool._run waits with ray.get, EnvPool._run_async with
+# await, so the sync methods and their async twins cannot drift apart.
+_Plan = Generator[list[_Call], list[Any], _R]
+
+
 class EnvPool:
     """``n`` :class:`gvx.GvxEnv` environments spread over a Ray cluster's nodes.
 
     The same methods, results and semantics as :class:`gvx.EnvPool`; each info
     also carries ``"ray_node"``, the id of the node that ran the environment.
+    Every method has an asyncio twin (``await pool.step_async(actions)``) that
+    awaits Ray's object references instead of blocking a thread, for rollout
+    loops written as coroutines; ``step_one_async(i, action)`` steps one
+    environment, so each episode can be its own coroutine.
 
     Args:
         n: how many environments.
@@ -147,7 +181,8 @@ class EnvPool:
     A node or actor that dies, or does not answer within its deadline, ends
     the episodes it hosted: their next step returns ``truncated=True`` with
     ``info["sandbox_error"]`` naming the node, and their next reset starts them
-    on a live node.
+    on a live node. An episode task's ``upload`` paths (``reset(options=...)``)
+    are read on the node that hosts the environment.
     """
 
     def __init__(
@@ -164,8 +199,7 @@ class EnvPool:
         grace: float = 30.0,
         **env_options: Any,
     ) -> None:
-        if n < 1:
-            raise errors.InvalidArgumentError(f"n={n}: a pool needs at least one environment")
+        _pool.check_count(n)
         if pin_cpus and "cpuset" in env_options:
             raise errors.InvalidArgumentError("pin_cpus=True chooses each environment's cpuset; drop cpuset=")
         if min(start_timeout, reset_timeout, grace) <= 0:
@@ -187,16 +221,44 @@ class EnvPool:
         self._where: list[Optional[_Host]] = [None] * n
         self._lost: dict[int, str] = {}  # env -> why its episode ended with its node
         self._steps = [0] * n
+        self._tracker = _pool.Tracker(n)
         self._closed = False
+        # Held while a plan runs between its waits: threads and coroutines may
+        # step different environments at once.
+        self._lock = threading.Lock()
         # Checks the options here, not on every node.
         GvxEnv(**self._env_options).close()
         if not ray.is_initialized():
             ray.init()
         try:
-            self._place(list(range(n)), avoid=set())
+            self._run(self._place(list(range(n)), avoid=set()))
         except BaseException:
             self.close()
             raise
+
+    # Running plans.
+
+    def _run(self, plan: _Plan[_R]) -> _R:
+        """Runs plan, waiting for its calls with ray.get."""
+        outcomes: Optional[list[Any]] = None
+        while True:
+            try:
+                with self._lock:
+                    calls = next(plan) if outcomes is None else plan.send(outcomes)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            outcomes = [_outcome(call) for call in calls]
+
+    async def _run_async(self, plan: _Plan[_R]) -> _R:
+        """Runs plan, awaiting its calls."""
+        outcomes: Optional[list[Any]] = None
+        while True:
+            try:
+                with self._lock:
+                    calls = next(plan) if outcomes is None else plan.send(outcomes)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            outcomes = list(await asyncio.gather(*(_outcome_async(call) for call in calls)))
 
     # Placement.
 
@@ -209,7 +271,7 @@ class EnvPool:
         total = node.get("Resources", {})
         return min((math.floor(total.get(r, 0.0) / need) for r, need in self._demand.items()), default=math.inf)
 
-    def _place(self, envs: list[int], avoid: set[str]) -> None:
+    def _place(self, envs: list[int], avoid: set[str]) -> _Plan[None]:
         """Starts envs on alive nodes, spread evenly, preferring nodes not in avoid.
 
         Without a resource demand an environment joins the node's live actor;
@@ -238,28 +300,24 @@ class EnvPool:
             load[nid] += 1
             room[nid] -= 1
         # Every node's actor starts and makes its environments at once; then
-        # the driver waits, with one deadline for all.
-        pending: list[tuple[_Host, Any, Any, list[int]]] = []
+        # the pool waits, with one deadline for all.
+        deadline = time.monotonic() + self._start_timeout
+        calls, batches = [], []
         for nid, batch in plan.items():
             live = None if self._demand else next((h for h in self._hosts if h.node_id == nid and not h.error), None)
-            pid = None
-            if live is None:
-                host = self._start_host(nid, addresses[nid], len(batch))
-                pid = host.actor.pid.remote()
-            else:
-                host = live
-            pending.append((host, pid, host.actor.add.remote(batch), batch))
-        deadline = time.monotonic() + self._start_timeout
+            host = live if live is not None else self._start_host(nid, addresses[nid], len(batch))
+            calls.append(_Call(host, host.actor.add.remote(batch), deadline))
+            batches.append(batch)
+        outcomes = yield calls
         failures = []
-        for host, pid, ref, batch in pending:
-            try:
-                if pid is not None:
-                    host.pid = self._get(pid, deadline)
-                self._get(ref, deadline)
-            except _LOST as e:
-                self._retire(host, _why(e, f"did not start within start_timeout={self._start_timeout:g}s"))
+        for call, batch, outcome in zip(calls, batches, outcomes):
+            host = call.host
+            pid = _value(outcome)
+            if isinstance(pid, _Lost):
+                self._retire(host, pid.why(f"did not start within start_timeout={self._start_timeout:g}s"))
                 failures.append(host.name())
                 continue
+            host.pid = pid
             host.envs.extend(batch)
             for env in batch:
                 self._where[env] = host
@@ -292,15 +350,6 @@ class EnvPool:
         self._hosts.append(host)
         return host
 
-    def _get(self, ref: Any, deadline: float) -> Any:
-        """ray.get with a deadline; a task's own error is raised as itself."""
-        try:
-            return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
-        except ray.exceptions.RayTaskError as e:
-            if isinstance(e.cause, BaseException) and not isinstance(e.cause, _LOST):
-                raise e.cause from None
-            raise
-
     def _retire(self, host: _Host, why: str) -> None:
         """Stops using a host whose actor died or stopped answering; its episodes end."""
         if host.error:
@@ -310,11 +359,126 @@ class EnvPool:
         for env in host.envs:
             self._where[env] = None
             self._lost[env] = message
+        self._tracker.lost(host.node_id, host.envs)
         host.envs = []
         try:
             ray.kill(host.actor, no_restart=True)  # its sandboxes die with its process
         except Exception:  # noqa: BLE001 - the actor may already be gone with its node
             pass
+
+    @staticmethod
+    def _by_host(envs: Sequence[int], where: Sequence[Optional[_Host]]) -> list[tuple[_Host, list[int]]]:
+        """envs grouped by the host they are on; envs with none are left out."""
+        groups: dict[int, tuple[_Host, list[int]]] = {}
+        for env in envs:
+            host = where[env]
+            if host is not None:
+                groups.setdefault(id(host), (host, []))[1].append(env)
+        return list(groups.values())
+
+    # The plans behind the EnvPool API.
+
+    def _reset_plan(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> _Plan[dict[int, _Reset]]:
+        self._check_open()
+        args = {env: (env, seed, options) for env, seed, options in items}
+        out: dict[int, _Reset] = {}
+        todo = [env for env, _, _ in items]
+        failed: list[str] = []
+        # Two rounds: environments whose node fails during a reset start again
+        # on another node once.
+        for _ in range(2):
+            start = time.perf_counter()
+            orphans = [env for env in todo if self._where[env] is None]
+            if orphans:
+                yield from self._place(orphans, avoid={h.node_id for h in self._hosts if h.error})
+            deadline = time.monotonic() + self._reset_timeout
+            groups = self._by_host(todo, self._where)
+            outcomes = yield [_Call(host, host.actor.reset.remote([args[e] for e in envs]), deadline) for host, envs in groups]
+            todo, failed = [], []
+            for (host, envs), outcome in zip(groups, outcomes):
+                results = _value(outcome)
+                if isinstance(results, _Lost):
+                    self._retire(host, results.why(f"did not finish a reset within reset_timeout={self._reset_timeout:g}s"))
+                    failed.append(f"{host.name()}: {host.error}")
+                    todo.extend(envs)
+                    continue
+                for env, (obs, info) in zip(envs, results):
+                    self._steps[env] = 0
+                    self._tracker.reset(host.node_id, env, time.perf_counter() - start)
+                    out[env] = (obs, {**info, "ray_node": host.node_id})
+            if not todo:
+                return out
+        raise errors.GvxError(
+            f"environments {sorted(todo)} could not be reset on two nodes in turn ({'; '.join(failed)}): "
+            "check the cluster with `ray status`"
+        )
+
+    def _step_plan(self, actions: dict[int, str]) -> _Plan[dict[int, _Step]]:
+        self._check_open()
+        start = time.perf_counter()
+        deadline = time.monotonic() + self._step_deadline
+        groups = self._by_host(list(actions), self._where)
+        outcomes = yield [_Call(host, host.actor.step.remote([(e, actions[e]) for e in envs]), deadline) for host, envs in groups]
+        results: dict[int, _Step] = {}
+        for (host, envs), outcome in zip(groups, outcomes):
+            got = _value(outcome)
+            if isinstance(got, _Lost):
+                self._retire(host, got.why(f"did not finish a step within {self._step_deadline:g}s (step_timeout plus grace)"))
+                continue
+            for env, (obs, reward, terminated, truncated, info) in zip(envs, got):
+                self._steps[env] = int(info.get("step", self._steps[env] + 1))
+                results[env] = (obs, reward, terminated, truncated, {**info, "ray_node": host.node_id})
+                self._tracker.step(host.node_id, env, time.perf_counter() - start, terminated, truncated, info)
+        for env in actions:
+            if env not in results:
+                self._steps[env] += 1
+                results[env] = self._failed_step(env, start)
+        return results
+
+    def _stats_plan(self) -> _Plan[_pool.PoolStats]:
+        self._check_open()
+        deadline = time.monotonic() + 30.0
+        live = [h for h in self._hosts if not h.error]
+        outcomes = yield [_Call(h, h.actor.warm.remote(), deadline) for h in live]
+        warm: dict[str, int] = {}
+        for host, outcome in zip(live, outcomes):
+            ready = _value(outcome)
+            warm[host.node_id] = warm.get(host.node_id, 0) + (0 if isinstance(ready, _Lost) else int(ready))
+        # A node may have several actors (one per placement with a resource
+        # demand); its stats are theirs together.
+        nodes = []
+        for node in dict.fromkeys(h.node_id for h in self._hosts):
+            hosts = [h for h in self._hosts if h.node_id == node]
+            alive = [h for h in hosts if not h.error]
+            envs = [env for h in alive for env in h.envs]
+            error = "" if alive else hosts[-1].error
+            nodes.append(self._tracker.node_stats(node, hosts[0].address, envs, warm.get(node, 0), error))
+        return _pool.PoolStats(tuple(nodes))
+
+    def _failed_step(self, env: int, start: float) -> _Step:
+        """The step of an episode whose node failed, as GvxEnv's failed step."""
+        message = self._lost.get(env)
+        if message is None:
+            raise errors.GvxError(f"environment {env}: no episode is running: call reset() first")
+        obs = {"stdout": "", "stderr": message[: self._max_output], "exit_code": 255}
+        info = {"step": self._steps[env], "wall_time": time.perf_counter() - start, "sandbox_error": message}
+        return obs, 0.0, False, True, info
+
+    def _close_plan(self) -> _Plan[None]:
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + self._start_timeout
+        # Killing the actors below ends their sandboxes anyway; closing first
+        # lets each environment delete its episode clones.
+        yield [_Call(h, h.actor.close.remote(), deadline) for h in self._hosts if not h.error]
+        for host in self._hosts:
+            try:
+                ray.kill(host.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._hosts = []
+        self._where = [None] * len(self._where)
 
     # The EnvPool API.
 
@@ -335,127 +499,157 @@ class EnvPool:
         if self._closed:
             raise errors.SandboxClosedError("the pool is closed; create a new gvx.ray.EnvPool")
 
-    def reset(self, *, seed: Optional[int] = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Resets every environment; seeds are ``seed + i`` when given."""
-        results = self._reset([(i, None if seed is None else seed + i) for i in range(len(self))])
-        return [results[i][0] for i in range(len(self))], [results[i][1] for i in range(len(self))]
-
-    def reset_one(self, i: int, *, seed: Optional[int] = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        if not 0 <= i < len(self):
-            raise errors.InvalidArgumentError(f"environment {i}: the pool has 0..{len(self) - 1}")
-        return self._reset([(i, seed)])[i]
-
-    def _reset(self, items: list[tuple[int, Optional[int]]]) -> dict[int, _Reset]:
+    def _reset_items(
+        self, seed: Optional[int], options: Optional[Sequence[Optional[dict[str, Any]]]]
+    ) -> list[tuple[int, Optional[int], Optional[dict[str, Any]]]]:
         self._check_open()
-        seeds = dict(items)
-        out: dict[int, _Reset] = {}
-        todo = [env for env, _ in items]
-        failed: list[str] = []
-        # Two rounds: environments whose node fails during a reset start again
-        # on another node once.
-        for _ in range(2):
-            orphans = [env for env in todo if self._where[env] is None]
-            if orphans:
-                self._place(orphans, avoid={h.node_id for h in self._hosts if h.error})
-            by_host: dict[int, tuple[_Host, list[int]]] = {}
-            for env in todo:
-                host = self._where[env]
-                assert host is not None
-                by_host.setdefault(id(host), (host, []))[1].append(env)
-            calls = [(host, envs, host.actor.reset.remote([(e, seeds[e]) for e in envs])) for host, envs in by_host.values()]
-            deadline = time.monotonic() + self._reset_timeout
-            todo, failed = [], []
-            for host, envs, ref in calls:
-                try:
-                    results = self._get(ref, deadline)
-                except _LOST as e:
-                    self._retire(host, _why(e, f"did not finish a reset within reset_timeout={self._reset_timeout:g}s"))
-                    failed.append(f"{host.name()}: {host.error}")
-                    todo.extend(envs)
-                    continue
-                for env, (obs, info) in zip(envs, results):
-                    self._steps[env] = 0
-                    out[env] = (obs, {**info, "ray_node": host.node_id})
-            if not todo:
-                return out
-        raise errors.GvxError(
-            f"environments {sorted(todo)} could not be reset on two nodes in turn ({'; '.join(failed)}): "
-            "check the cluster with `ray status`"
-        )
+        return list(zip(range(len(self)), _pool.seeds(seed, len(self)), _pool.reset_options(options, len(self))))
+
+    def _reset_one_items(
+        self, i: int, seed: Optional[int], options: Optional[dict[str, Any]]
+    ) -> list[tuple[int, Optional[int], Optional[dict[str, Any]]]]:
+        self._check_open()
+        _pool.check_index(i, len(self))
+        _pool.reset_options([options], 1)
+        return [(i, seed, options)]
+
+    def _step_one_actions(self, i: int, action: str) -> dict[int, str]:
+        self._check_open()
+        _pool.check_index(i, len(self))
+        return {i: _pool.check_actions([action], 1)[0]}
+
+    def _step_actions(self, actions: Sequence[str]) -> dict[int, str]:
+        self._check_open()
+        return dict(enumerate(_pool.check_actions(actions, len(self))))
+
+    def reset(
+        self, *, seed: Optional[int] = None, options: Optional[Sequence[Optional[dict[str, Any]]]] = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Resets every environment; seeds are ``seed + i`` when given, and
+        ``options[i]`` is environment i's episode task (see :meth:`gvx.GvxEnv.reset`)."""
+        return _split_resets(self._run(self._reset_plan(self._reset_items(seed, options))), len(self))
+
+    async def reset_async(
+        self, *, seed: Optional[int] = None, options: Optional[Sequence[Optional[dict[str, Any]]]] = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The asyncio twin of :meth:`reset`."""
+        return _split_resets(await self._run_async(self._reset_plan(self._reset_items(seed, options))), len(self))
+
+    def reset_one(
+        self, i: int, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Resets environment i alone (its episode ended while others run on)."""
+        return self._run(self._reset_plan(self._reset_one_items(i, seed, options)))[i]
+
+    async def reset_one_async(
+        self, i: int, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The asyncio twin of :meth:`reset_one`."""
+        return (await self._run_async(self._reset_plan(self._reset_one_items(i, seed, options))))[i]
 
     def step(
         self, actions: Sequence[str]
     ) -> tuple[list[dict[str, Any]], list[float], list[bool], list[bool], list[dict[str, Any]]]:
         """Steps environment i with actions[i], all at once: one remote call per node."""
-        self._check_open()
-        if len(actions) != len(self):
-            raise errors.InvalidArgumentError(f"{len(actions)} actions for {len(self)} environments")
-        start = time.perf_counter()
-        results: list[Optional[_Step]] = [None] * len(self)
-        by_host: dict[int, tuple[_Host, list[int]]] = {}
-        for env, host in enumerate(self._where):
-            if host is None:
-                continue
-            by_host.setdefault(id(host), (host, []))[1].append(env)
-        calls = [(host, envs, host.actor.step.remote([(e, actions[e]) for e in envs])) for host, envs in by_host.values()]
-        deadline = time.monotonic() + self._step_deadline
-        for host, envs, ref in calls:
-            try:
-                got = self._get(ref, deadline)
-            except _LOST as e:
-                self._retire(host, _why(e, f"did not finish a step within {self._step_deadline:g}s (step_timeout plus grace)"))
-                continue
-            for env, (obs, reward, terminated, truncated, info) in zip(envs, got):
-                self._steps[env] = int(info.get("step", self._steps[env] + 1))
-                results[env] = (obs, reward, terminated, truncated, {**info, "ray_node": host.node_id})
-        for env in range(len(self)):
-            if results[env] is None:
-                self._steps[env] += 1
-                results[env] = self._failed_step(env, start)
-        done = [r for r in results if r is not None]
-        return (
-            [r[0] for r in done],
-            [r[1] for r in done],
-            [r[2] for r in done],
-            [r[3] for r in done],
-            [r[4] for r in done],
-        )
+        return _split_steps(self._run(self._step_plan(self._step_actions(actions))), len(self))
 
-    def _failed_step(self, env: int, start: float) -> _Step:
-        """The step of an episode whose node failed, as GvxEnv's failed step."""
-        message = self._lost.get(env)
-        if message is None:
-            raise errors.GvxError(f"environment {env}: no episode is running: call reset() first")
-        obs = {"stdout": "", "stderr": message[: self._max_output], "exit_code": 255}
-        info = {"step": self._steps[env], "wall_time": time.perf_counter() - start, "sandbox_error": message}
-        return obs, 0.0, False, True, info
+    async def step_async(
+        self, actions: Sequence[str]
+    ) -> tuple[list[dict[str, Any]], list[float], list[bool], list[bool], list[dict[str, Any]]]:
+        """The asyncio twin of :meth:`step`."""
+        return _split_steps(await self._run_async(self._step_plan(self._step_actions(actions))), len(self))
+
+    def step_one(self, i: int, action: str) -> _Step:
+        """Steps environment i alone; returns ``(obs, reward, terminated, truncated, info)``."""
+        return self._run(self._step_plan(self._step_one_actions(i, action)))[i]
+
+    async def step_one_async(self, i: int, action: str) -> _Step:
+        """The asyncio twin of :meth:`step_one`: each episode can be a coroutine of its own."""
+        return (await self._run_async(self._step_plan(self._step_one_actions(i, action))))[i]
+
+    def stats(self) -> _pool.PoolStats:
+        """Per node: live, warm and failed environments, and reset and step
+        latencies as this driver saw them (the Ray hop included)."""
+        return self._run(self._stats_plan())
+
+    async def stats_async(self) -> _pool.PoolStats:
+        """The asyncio twin of :meth:`stats`."""
+        return await self._run_async(self._stats_plan())
 
     def close(self) -> None:
         """Closes every environment and ends the node actors. Calling it again does nothing."""
-        if self._closed:
-            return
-        self._closed = True
-        hosts = [h for h in self._hosts if not h.error]
-        calls = [(h, h.actor.close.remote()) for h in hosts]
-        deadline = time.monotonic() + self._start_timeout
-        for host, ref in calls:
-            try:
-                self._get(ref, deadline)
-            except Exception:  # noqa: BLE001 - killing the actor below ends its sandboxes anyway
-                pass
-        for host in self._hosts:
-            try:
-                ray.kill(host.actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        self._hosts = []
-        self._where = [None] * len(self._where)
+        self._run(self._close_plan())
+
+    async def close_async(self) -> None:
+        """The asyncio twin of :meth:`close`."""
+        await self._run_async(self._close_plan())
 
     def __enter__(self) -> "EnvPool":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> "EnvPool":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close_async()
+
+
+def _split_resets(results: dict[int, _Reset], n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return [results[i][0] for i in range(n)], [results[i][1] for i in range(n)]
+
+
+def _split_steps(
+    results: dict[int, _Step], n: int
+) -> tuple[list[dict[str, Any]], list[float], list[bool], list[bool], list[dict[str, Any]]]:
+    done = [results[i] for i in range(n)]
+    return [r[0] for r in done], [r[1] for r in done], [r[2] for r in done], [r[3] for r in done], [r[4] for r in done]
+
+
+@dataclass(frozen=True)
+class _Lost:
+    """A call whose actor, or the node under it, is gone or did not answer."""
+
+    error: BaseException
+
+    def why(self, timed_out: str) -> str:
+        return _why(self.error, timed_out)
+
+
+def _value(outcome: Any) -> Any:
+    """A call's value; _Lost if its actor or node is lost. An error of the
+    call's own (an environment's setup failing) is raised as itself."""
+    if isinstance(outcome, _LOST):
+        return _Lost(outcome)
+    if isinstance(outcome, ray.exceptions.RayTaskError):
+        cause = outcome.cause
+        if isinstance(cause, _LOST):
+            return _Lost(cause)
+        if isinstance(cause, BaseException):
+            raise cause from None
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def _outcome(call: _Call) -> Any:
+    """call's value, or the exception it raised, waiting at most until its deadline."""
+    try:
+        return ray.get(call.ref, timeout=max(0.0, call.deadline - time.monotonic()))
+    except Exception as e:  # noqa: BLE001 - the plan decides what an error means
+        return e
+
+
+async def _outcome_async(call: _Call) -> Any:
+    """The asyncio twin of _outcome."""
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(call.ref.future()), max(0.0, call.deadline - time.monotonic()))
+    except asyncio.TimeoutError:
+        return ray.exceptions.GetTimeoutError(f"no answer from {call.host.name()} by the call's deadline")
+    except Exception as e:  # noqa: BLE001 - the plan decides what an error means
+        return e
 
 
 def _why(error: BaseException, timed_out: str) -> str:

@@ -16,6 +16,7 @@ import pytest
 import gvx
 from gvx import _episodes
 from conftest import BUSY_CHILD, PS, busy_children, open_fds, rss_kib, sandboxes_of
+import pool_cases
 
 gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
 
@@ -152,14 +153,10 @@ def test_warm_must_be_a_count(warm: object) -> None:
         gvx.GvxEnv(warm=warm)  # type: ignore[arg-type]
 
 
-def test_pool_steps_concurrently() -> None:
-    with gvx.EnvPool(4) as pool:
-        observations, infos = pool.reset(seed=0)
-        assert len(observations) == 4 and len({i["sandbox_pid"] for i in infos}) == 4
-        obs, rewards, terminated, truncated, infos = pool.step([f"echo {i}" for i in range(4)])
-        assert [o["stdout"] for o in obs] == [f"{i}\n" for i in range(4)]
-        with pytest.raises(gvx.InvalidArgumentError):
-            pool.step(["too few"])
+@pytest.mark.parametrize("case", pool_cases.CASES)
+def test_pool(case: str) -> None:
+    """The cases gvx.EnvPool shares with gvx.ray.EnvPool (test_ray.py runs them there)."""
+    getattr(pool_cases, case)(gvx.EnvPool)
 
 
 def test_pool_pins_each_environment_to_a_cpu() -> None:

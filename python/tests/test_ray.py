@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import pytest
 
+import pool_cases
 from raycluster import DRIVER_TIMEOUT, NODES, Cluster, connect as _connect, driver_alarm
 
 HERE = Path(__file__).resolve().parent
@@ -61,7 +62,6 @@ def _gone(pids: list[int], seconds: float) -> bool:
 
 
 def scenario_spread() -> None:
-    import gvx
     import gvx.ray
     from conftest import sandboxes_of
 
@@ -86,35 +86,15 @@ def scenario_spread() -> None:
         for node, pid in pids.items():
             # Each environment's current sandbox, at least, is a child of its node's actor.
             assert len(sandboxes_of(pid)) >= len(by_node[node]), (node, sandboxes_of(pid))
-
-        obs, rewards, terminated, truncated, infos = pool.step([f"echo env-{i}" for i in range(n)])
-        assert [o["stdout"] for o in obs] == [f"env-{i}\n" for i in range(n)]
-        assert rewards == [1.0] * n and terminated == [False] * n and truncated == [False] * n
-        assert [i["step"] for i in infos] == [1] * n
-        obs, rewards, *_ = pool.step(["exit 3"] * n)
-        assert [o["exit_code"] for o in obs] == [3] * n and rewards == [0.0] * n
-        *_, truncated, infos = pool.step(["true"] * n)
-        assert truncated == [True] * n, "max_steps=3 truncates the third step"
-
+        obs, rewards, *_, infos = pool.step([f"echo env-{i}" for i in range(n)])
+        assert [o["stdout"] for o in obs] == [f"env-{i}\n" for i in range(n)] and rewards == [1.0] * n
+        assert [i["ray_node"] for i in infos] == [p.node_id for p in placement]
+        # An environment keeps its node across resets.
         _, info = pool.reset_one(4)
         assert info["ray_node"] == placement[4].node_id
-        *_, infos = pool.step(["true"] * n)
-        assert infos[4]["step"] == 1 and infos[0]["step"] == 4
 
-        with pytest.raises(gvx.InvalidArgumentError):
-            pool.step(["true"])
-
-    pool.close()  # again: does nothing
     # Closing ended the actors, and their sandboxes with them.
     assert _gone(list(pids.values()), 30), pids
-    with pytest.raises(gvx.SandboxClosedError):
-        pool.step(["true"] * n)
-
-    # An error in a node's environment reaches the driver as itself.
-    with gvx.ray.EnvPool(1, warm=0, setup=["echo no such task >&2; exit 3"]) as failing:
-        with pytest.raises(gvx.ExecError, match="no such task") as e:
-            failing.reset()
-        assert e.value.result.exit_code == 3
     print("spread ok")
 
 
@@ -238,6 +218,12 @@ def scenario__driver_to_kill() -> None:
 
 
 # The tests.
+
+
+@pytest.mark.parametrize("case", pool_cases.CASES)
+def test_pool(cluster: Cluster, case: str) -> None:
+    """The cases gvx.ray.EnvPool shares with gvx.EnvPool (test_env.py runs them there)."""
+    assert f"{case} ok" in cluster.run(HERE / "pool_cases.py", case)
 
 
 def test_envpool_spreads_over_nodes(cluster: Cluster) -> None:
