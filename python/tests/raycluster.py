@@ -114,13 +114,21 @@ class Cluster:
     def run(self, script: Path, name: str, *args: str, env: Optional[dict[str, str]] = None) -> str:
         """Runs ``python script name ADDRESS args...`` inside the namespaces as a
         driver of this cluster; returns its stdout, failing if it fails."""
+        return self._python(script, [name, self.address, *args], env or {}, f"{script.name} {name}")
+
+    def run_as_user(self, script: Path, *args: str) -> str:
+        """Runs ``python script args...`` inside the namespaces as a user runs
+        it on a cluster's machine: with ``RAY_ADDRESS`` set, nothing else."""
+        return self._python(script, list(args), {"RAY_ADDRESS": self.address}, script.name)
+
+    def _python(self, script: Path, args: list[str], env: dict[str, str], what: str) -> str:
         start = time.monotonic()
         r = subprocess.run(
-            self.command(sys.executable, str(script), name, self.address, *args),
-            env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=DRIVER_TIMEOUT + 30,
+            self.command(sys.executable, str(script), *args),
+            env={**self.env, **env}, capture_output=True, text=True, timeout=DRIVER_TIMEOUT + 30,
         )
-        print(f"{script.name} {name}: {time.monotonic() - start:.1f} s\n{r.stdout}")
-        assert r.returncode == 0, f"{script.name} {name} failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-8000:]}"
+        print(f"{what}: {time.monotonic() - start:.1f} s\n{r.stdout}")
+        assert r.returncode == 0, f"{what} failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-8000:]}"
         return r.stdout
 
     def stop(self) -> None:

@@ -12,6 +12,7 @@ and hung nodes, a killed driver.
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -244,6 +245,18 @@ def test_unanswering_actor_is_killed_at_the_deadline(cluster: Cluster) -> None:
 
 def test_killed_driver_leaves_no_sandbox(cluster: Cluster) -> None:
     assert "driver_killed ok" in run(cluster, scenario_driver_killed)
+
+
+def test_ray_rollouts_example(cluster: Cluster) -> None:
+    """examples/ray_rollouts.py, run as a user runs it on a cluster's machine."""
+    out = cluster.run_as_user(HERE.parents[1] / "examples" / "ray_rollouts.py", "--envs", "6", "--episodes", "12")
+    assert "6 environments on 3 nodes" in out, out
+    summary = re.search(r"12 episodes, (\d+) steps .*: (\d+) solved, 0 lost to a failure", out)
+    assert summary, out
+    steps, solved = int(summary.group(1)), int(summary.group(2))
+    # Each episode reads its issue, then answers: 2 steps if right, up to max_steps if not.
+    assert 24 <= steps <= 48 and 1 <= solved <= 12, out
+    assert out.count("node ") == 3, out
 
 
 def test_import_gvx_does_not_need_ray() -> None:
