@@ -186,8 +186,116 @@ def scenario_actor_hangs() -> None:
     print("actor_hangs ok")
 
 
+def scenario_remote_sandbox() -> None:
+    import asyncio
+    import pickle
+    import tempfile
+
+    import gvx
+    import gvx.ray
+
+    names = _connect(sys.argv[2])
+    sbs = [gvx.ray.Sandbox() for _ in NODES]
+    try:
+        # Spread: one on each node, each a child of that node's sandbox actor.
+        assert {sb.node_id for sb in sbs} == set(names), [sb.node_id for sb in sbs]
+        sb = sbs[0]
+        assert sb.exec("echo hi").stdout == "hi\n"
+        r = sb.exec(["sh", "-c", "cat; echo err >&2; exit 3"], stdin="in", env={"X": "1"})
+        assert (r.stdout, r.stderr, r.exit_code) == ("in", "err\n", 3) and isinstance(r, gvx.ExecResult)
+        with pytest.raises(gvx.ExecError, match="exit") as e:
+            sb.exec("exit 4", check=True)
+        assert e.value.result.exit_code == 4
+        assert sb.exec("sleep 30", timeout=0.5).timed_out
+        with pytest.raises(gvx.InvalidArgumentError, match="on_output"):
+            sb.exec("true", on_output=lambda stream, data: None)
+        with pytest.raises(gvx.InvalidArgumentError, match="timeout"):
+            sb.exec("true", timeout=-1)
+
+        sb.write_file("/w/a.txt", "alpha", make_parents=True)
+        assert sb.read_file("/w/a.txt") == b"alpha" and sb.exists("/w/a.txt") and not sb.exists("/w/none")
+        info = sb.stat("/w/a.txt")
+        assert isinstance(info, gvx.FileInfo) and info.size == 5 and info.is_file
+        with pytest.raises(gvx.NotFoundError):
+            sb.read_file("/w/none")
+        assert sb.stats().tasks >= 1
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = Path(tmp) / "repo"
+            (tree / "src").mkdir(parents=True)
+            (tree / "src" / "main.py").write_text("print('hi')\n")
+            (tree / "run.sh").write_text("#!/bin/sh\necho ran\n")
+            (tree / "run.sh").chmod(0o755)
+            (tree / "link").symlink_to("src/main.py")
+            sb.upload(tree, "/workspace/repo")
+            assert sb.exec("cd /workspace/repo && ./run.sh && cat link && readlink link").stdout == "ran\nprint('hi')\nsrc/main.py\n"
+            single = Path(tmp) / "one.txt"
+            single.write_text("one")
+            sb.upload(single, "/workspace/one.txt", mode=0o600)
+            assert sb.stat("/workspace/one.txt").permissions == 0o600
+            with pytest.raises(gvx.InvalidArgumentError, match="not a regular file or a directory"):
+                sb.upload(Path(tmp) / "missing", "/x")
+
+            sb.exec("cd /workspace/repo && echo out > result.txt && ln -s /etc/passwd escape")
+            back = Path(tmp) / "back"
+            sb.download("/workspace/repo", back)
+            assert (back / "result.txt").read_text() == "out\n" and (back / "src" / "main.py").read_text() == "print('hi')\n"
+            assert os.readlink(back / "escape") == "/etc/passwd" and (back / "run.sh").stat().st_mode & 0o111
+            sb.download("/workspace/one.txt", Path(tmp) / "one-back.txt")
+            assert (Path(tmp) / "one-back.txt").read_text() == "one"
+
+        # A snapshot is written on the node, and continued there.
+        sb.exec("echo remembered > /root/state")
+        sb.checkpoint("/tmp/gvx-ray-test.snap")
+        with gvx.ray.Sandbox(restore="/tmp/gvx-ray-test.snap", node=sb.node_id) as again:
+            assert again.node_id == sb.node_id and again.read_file("/root/state") == b"remembered\n"
+        os.unlink("/tmp/gvx-ray-test.snap")
+
+        async def twins() -> None:
+            async with await gvx.ray.Sandbox.create_async() as a:
+                results = await asyncio.gather(*(a.exec_async(f"echo {i}") for i in range(4)), sbs[1].exec_async("hostname"))
+                assert [r.stdout for r in results[:4]] == [f"{i}\n" for i in range(4)]
+                await a.write_file_async("/f", b"x")
+                assert await a.read_file_async("/f") == b"x"
+
+        asyncio.run(twins())
+
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(sb)
+
+        # The actor that owns a node's sandboxes dies: their calls say so, naming the node.
+        victim = sbs[2]
+        actor_pid = int(Path(f"/proc/{victim.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(actor_pid, signal.SIGKILL)
+        with pytest.raises(gvx.SandboxUnavailableError, match=victim.node_id):
+            victim.exec("true")
+        assert victim.closed and _gone([victim.pid], 10)
+        victim.close()
+        # The next sandbox on that node gets a new actor.
+        with gvx.ray.Sandbox(node=victim.node_id) as fresh:
+            assert fresh.exec("echo fresh").stdout == "fresh\n"
+        with pytest.raises(gvx.InvalidArgumentError, match="not an alive node"):
+            gvx.ray.Sandbox(node="ffff")
+        with pytest.raises(gvx.InvalidArgumentError, match="unknown gvx.Sandbox options"):
+            gvx.ray.Sandbox(memroy="1g")
+
+        # With a resource demand each sandbox reserves it in an actor of its own.
+        with gvx.ray.Sandbox(resources={"node_c": 0.5}) as placed:
+            assert names[placed.node_id] == "node_c"
+    finally:
+        for sb in sbs:
+            sb.close()
+    pids = [sb.pid for sb in sbs]
+    sbs[0].close()  # again: does nothing
+    with pytest.raises(gvx.SandboxClosedError):
+        sbs[0].exec("true")
+    assert _gone(pids, 30), pids
+    print("remote_sandbox ok")
+
+
 def scenario_driver_killed() -> None:
-    """A driver killed with SIGKILL leaves no actor and no sandbox behind."""
+    """A driver killed with SIGKILL leaves no actor and no sandbox behind,
+    neither a pool's nor a remote sandbox's."""
     from conftest import sandboxes_of
 
     _connect(sys.argv[2])
@@ -198,9 +306,9 @@ def scenario_driver_killed() -> None:
     ready, _, _ = select.select([child.stdout], [], [], 120)
     assert ready, "the driver to kill did not start its pool within 120 s"
     actors = [int(pid) for pid in child.stdout.readline().split()]
-    assert len(actors) == len(NODES), actors
+    assert len(actors) == len(NODES) + 1, actors  # the pool's, and a gvx.ray.Sandbox's
     sandboxes = [sb for pid in actors for sb in sandboxes_of(pid)]
-    assert len(sandboxes) >= len(NODES), sandboxes
+    assert len(sandboxes) >= len(NODES) + 1, sandboxes
     child.kill()
     child.wait(timeout=10)
     start = time.monotonic()
@@ -214,7 +322,9 @@ def scenario__driver_to_kill() -> None:
     _connect(sys.argv[2])
     pool = gvx.ray.EnvPool(3, warm=1)
     pool.reset()
-    print(" ".join(str(p.actor_pid) for p in pool.placement()), flush=True)
+    sb = gvx.ray.Sandbox()
+    sandbox_actor = int(Path(f"/proc/{sb.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    print(" ".join(str(pid) for pid in [*(p.actor_pid for p in pool.placement()), sandbox_actor]), flush=True)
     threading.Event().wait(DRIVER_TIMEOUT)  # until killed
 
 
@@ -241,6 +351,10 @@ def test_envpool_honours_ray_resources(cluster: Cluster) -> None:
 
 def test_unanswering_actor_is_killed_at_the_deadline(cluster: Cluster) -> None:
     assert "actor_hangs ok" in run(cluster, scenario_actor_hangs)
+
+
+def test_remote_sandbox(cluster: Cluster) -> None:
+    assert "remote_sandbox ok" in run(cluster, scenario_remote_sandbox)
 
 
 def test_killed_driver_leaves_no_sandbox(cluster: Cluster) -> None:

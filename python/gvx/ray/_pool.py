@@ -1,19 +1,9 @@
-"""gvx episodes across a Ray cluster, with the API of one node.
+"""gvx.ray.EnvPool: gvx.EnvPool's environments spread over a Ray cluster.
 
-:class:`EnvPool` spreads ``n`` environments over the cluster's nodes. Each
-node runs one long-lived actor that hosts that node's environments as
-in-process :class:`gvx.GvxEnv`\\ s, so a batched :meth:`EnvPool.step` is one
-actor call per node, not one per environment. Ray places, ships and reports;
-gvx only runs sandboxes on each node.
-
->>> import ray, gvx.ray
->>> ray.init()  # or ray.init(address=...) on a cluster
->>> with gvx.ray.EnvPool(24, warm=1) as pool:
-...     observations, infos = pool.reset()
-...     observations, rewards, terminated, truncated, infos = pool.step(["ls /"] * 24)
-
-Needs the ``ray`` extra: ``pip install 'gvx[ray]'``. ``import gvx`` never
-imports Ray.
+Each node runs one asyncio actor (_NodeHost) that hosts that node's
+environments as in-process GvxEnvs; the driver's EnvPool places them, sends
+each node its part of a batch in one call, and turns a lost node into
+truncated episodes.
 """
 
 from __future__ import annotations
@@ -25,28 +15,18 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
-try:
-    import ray
-    import ray.exceptions
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-except ImportError as _e:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError(
-        f"gvx.ray needs Ray, which is not installed ({_e}): pip install 'gvx[ray]'"
-    ) from _e
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from . import _pool, errors
-from .env import GvxEnv
-
-__all__ = ["EnvPool", "Placement"]
+from .. import _pool, errors
+from ..env import GvxEnv
+from ._remote import Call, Lost, Plan, run, run_async, value
 
 # What one environment's reset returns, and one step.
 _Reset = tuple[dict[str, Any], dict[str, Any]]
 _Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
-
-# Ray's errors that mean an actor, or the node under it, is gone or cut off.
-_LOST = (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError, ray.exceptions.GetTimeoutError)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -130,22 +110,6 @@ class _Host:
 
     def name(self) -> str:
         return f"Ray node {self.node_id} ({self.address})"
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One remote call a pool waits for, until its deadline (time.monotonic)."""
-
-    host: _Host
-    ref: Any  # ray.ObjectRef
-    deadline: float
-
-
-# The pool's bookkeeping is written once, as generators that yield the remote
-# calls they wait for and are sent back each call's outcome: its value, or the
-# exception it raised. EnvPool._run waits with ray.get, EnvPool._run_async with
-# await, so the sync methods and their async twins cannot drift apart.
-_Plan = Generator[list[_Call], list[Any], _R]
 
 
 class EnvPool:
@@ -236,29 +200,11 @@ class EnvPool:
             self.close()
             raise
 
-    # Running plans.
+    def _run(self, plan: Plan[_R]) -> _R:
+        return run(plan, self._lock)
 
-    def _run(self, plan: _Plan[_R]) -> _R:
-        """Runs plan, waiting for its calls with ray.get."""
-        outcomes: Optional[list[Any]] = None
-        while True:
-            try:
-                with self._lock:
-                    calls = next(plan) if outcomes is None else plan.send(outcomes)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            outcomes = [_outcome(call) for call in calls]
-
-    async def _run_async(self, plan: _Plan[_R]) -> _R:
-        """Runs plan, awaiting its calls."""
-        outcomes: Optional[list[Any]] = None
-        while True:
-            try:
-                with self._lock:
-                    calls = next(plan) if outcomes is None else plan.send(outcomes)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            outcomes = list(await asyncio.gather(*(_outcome_async(call) for call in calls)))
+    async def _run_async(self, plan: Plan[_R]) -> _R:
+        return await run_async(plan, self._lock)
 
     # Placement.
 
@@ -271,7 +217,7 @@ class EnvPool:
         total = node.get("Resources", {})
         return min((math.floor(total.get(r, 0.0) / need) for r, need in self._demand.items()), default=math.inf)
 
-    def _place(self, envs: list[int], avoid: set[str]) -> _Plan[None]:
+    def _place(self, envs: list[int], avoid: set[str]) -> Plan[None]:
         """Starts envs on alive nodes, spread evenly, preferring nodes not in avoid.
 
         Without a resource demand an environment joins the node's live actor;
@@ -302,18 +248,18 @@ class EnvPool:
         # Every node's actor starts and makes its environments at once; then
         # the pool waits, with one deadline for all.
         deadline = time.monotonic() + self._start_timeout
-        calls, batches = [], []
+        calls, hosts, batches = [], [], []
         for nid, batch in plan.items():
             live = None if self._demand else next((h for h in self._hosts if h.node_id == nid and not h.error), None)
             host = live if live is not None else self._start_host(nid, addresses[nid], len(batch))
-            calls.append(_Call(host, host.actor.add.remote(batch), deadline))
+            calls.append(Call(host.name(), host.actor.add.remote(batch), deadline))
+            hosts.append(host)
             batches.append(batch)
         outcomes = yield calls
         failures = []
-        for call, batch, outcome in zip(calls, batches, outcomes):
-            host = call.host
-            pid = _value(outcome)
-            if isinstance(pid, _Lost):
+        for host, batch, outcome in zip(hosts, batches, outcomes):
+            pid = value(outcome)
+            if isinstance(pid, Lost):
                 self._retire(host, pid.why(f"did not start within start_timeout={self._start_timeout:g}s"))
                 failures.append(host.name())
                 continue
@@ -378,7 +324,7 @@ class EnvPool:
 
     # The plans behind the EnvPool API.
 
-    def _reset_plan(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> _Plan[dict[int, _Reset]]:
+    def _reset_plan(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> Plan[dict[int, _Reset]]:
         self._check_open()
         args = {env: (env, seed, options) for env, seed, options in items}
         out: dict[int, _Reset] = {}
@@ -393,11 +339,11 @@ class EnvPool:
                 yield from self._place(orphans, avoid={h.node_id for h in self._hosts if h.error})
             deadline = time.monotonic() + self._reset_timeout
             groups = self._by_host(todo, self._where)
-            outcomes = yield [_Call(host, host.actor.reset.remote([args[e] for e in envs]), deadline) for host, envs in groups]
+            outcomes = yield [Call(host.name(), host.actor.reset.remote([args[e] for e in envs]), deadline) for host, envs in groups]
             todo, failed = [], []
             for (host, envs), outcome in zip(groups, outcomes):
-                results = _value(outcome)
-                if isinstance(results, _Lost):
+                results = value(outcome)
+                if isinstance(results, Lost):
                     self._retire(host, results.why(f"did not finish a reset within reset_timeout={self._reset_timeout:g}s"))
                     failed.append(f"{host.name()}: {host.error}")
                     todo.extend(envs)
@@ -413,16 +359,16 @@ class EnvPool:
             "check the cluster with `ray status`"
         )
 
-    def _step_plan(self, actions: dict[int, str]) -> _Plan[dict[int, _Step]]:
+    def _step_plan(self, actions: dict[int, str]) -> Plan[dict[int, _Step]]:
         self._check_open()
         start = time.perf_counter()
         deadline = time.monotonic() + self._step_deadline
         groups = self._by_host(list(actions), self._where)
-        outcomes = yield [_Call(host, host.actor.step.remote([(e, actions[e]) for e in envs]), deadline) for host, envs in groups]
+        outcomes = yield [Call(host.name(), host.actor.step.remote([(e, actions[e]) for e in envs]), deadline) for host, envs in groups]
         results: dict[int, _Step] = {}
         for (host, envs), outcome in zip(groups, outcomes):
-            got = _value(outcome)
-            if isinstance(got, _Lost):
+            got = value(outcome)
+            if isinstance(got, Lost):
                 self._retire(host, got.why(f"did not finish a step within {self._step_deadline:g}s (step_timeout plus grace)"))
                 continue
             for env, (obs, reward, terminated, truncated, info) in zip(envs, got):
@@ -435,15 +381,15 @@ class EnvPool:
                 results[env] = self._failed_step(env, start)
         return results
 
-    def _stats_plan(self) -> _Plan[_pool.PoolStats]:
+    def _stats_plan(self) -> Plan[_pool.PoolStats]:
         self._check_open()
         deadline = time.monotonic() + 30.0
         live = [h for h in self._hosts if not h.error]
-        outcomes = yield [_Call(h, h.actor.warm.remote(), deadline) for h in live]
+        outcomes = yield [Call(h.name(), h.actor.warm.remote(), deadline) for h in live]
         warm: dict[str, int] = {}
         for host, outcome in zip(live, outcomes):
-            ready = _value(outcome)
-            warm[host.node_id] = warm.get(host.node_id, 0) + (0 if isinstance(ready, _Lost) else int(ready))
+            ready = value(outcome)
+            warm[host.node_id] = warm.get(host.node_id, 0) + (0 if isinstance(ready, Lost) else int(ready))
         # A node may have several actors (one per placement with a resource
         # demand); its stats are theirs together.
         nodes = []
@@ -464,14 +410,14 @@ class EnvPool:
         info = {"step": self._steps[env], "wall_time": time.perf_counter() - start, "sandbox_error": message}
         return obs, 0.0, False, True, info
 
-    def _close_plan(self) -> _Plan[None]:
+    def _close_plan(self) -> Plan[None]:
         if self._closed:
             return
         self._closed = True
         deadline = time.monotonic() + self._start_timeout
         # Killing the actors below ends their sandboxes anyway; closing first
         # lets each environment delete its episode clones.
-        yield [_Call(h, h.actor.close.remote(), deadline) for h in self._hosts if not h.error]
+        yield [Call(h.name(), h.actor.close.remote(), deadline) for h in self._hosts if not h.error]
         for host in self._hosts:
             try:
                 ray.kill(host.actor, no_restart=True)
@@ -608,53 +554,3 @@ def _split_steps(
     return [r[0] for r in done], [r[1] for r in done], [r[2] for r in done], [r[3] for r in done], [r[4] for r in done]
 
 
-@dataclass(frozen=True)
-class _Lost:
-    """A call whose actor, or the node under it, is gone or did not answer."""
-
-    error: BaseException
-
-    def why(self, timed_out: str) -> str:
-        return _why(self.error, timed_out)
-
-
-def _value(outcome: Any) -> Any:
-    """A call's value; _Lost if its actor or node is lost. An error of the
-    call's own (an environment's setup failing) is raised as itself."""
-    if isinstance(outcome, _LOST):
-        return _Lost(outcome)
-    if isinstance(outcome, ray.exceptions.RayTaskError):
-        cause = outcome.cause
-        if isinstance(cause, _LOST):
-            return _Lost(cause)
-        if isinstance(cause, BaseException):
-            raise cause from None
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
-
-
-def _outcome(call: _Call) -> Any:
-    """call's value, or the exception it raised, waiting at most until its deadline."""
-    try:
-        return ray.get(call.ref, timeout=max(0.0, call.deadline - time.monotonic()))
-    except Exception as e:  # noqa: BLE001 - the plan decides what an error means
-        return e
-
-
-async def _outcome_async(call: _Call) -> Any:
-    """The asyncio twin of _outcome."""
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(call.ref.future()), max(0.0, call.deadline - time.monotonic()))
-    except asyncio.TimeoutError:
-        return ray.exceptions.GetTimeoutError(f"no answer from {call.host.name()} by the call's deadline")
-    except Exception as e:  # noqa: BLE001 - the plan decides what an error means
-        return e
-
-
-def _why(error: BaseException, timed_out: str) -> str:
-    """Why a host is retired, from the Ray error of a call to it."""
-    if isinstance(error, ray.exceptions.GetTimeoutError):
-        return f"{timed_out} and was killed"
-    text = str(error).strip()
-    return f"died ({type(error).__name__}: {text.splitlines()[0] if text else 'no message'})"
