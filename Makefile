@@ -166,3 +166,6 @@ test-wheel: deps-python
 	$(BUILD)/wheel-venv/bin/pip install -q $(BUILD)/wheel/*.whl
 	cd / && env -u GVX_LIBRARY -u GVX_RUNGV -u GVX_DEFAULT_IMAGE $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import gvx; sb = gvx.Sandbox(); r = sb.exec("echo wheel ok"); sb.close(); assert r.stdout == "wheel ok\n", r; print(r.stdout, end="")'
+	# gvx.ray is in the wheel too (Ray itself is an extra).
+	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
+		'import importlib.util as u; assert u.find_spec("gvx.ray"), "gvx.ray is not in the wheel"'

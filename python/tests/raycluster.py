@@ -104,12 +104,17 @@ class Cluster:
         if r.returncode != 0:
             raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
 
+    _NODE_FLAGS = ("--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats")
+
     def start(self) -> None:
-        common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats"]
         self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false",
-                 f"--temp-dir={self.tmp / 'ray'}", f"--resources={{\"{NODES[0]}\": 1}}", *common)
+                 f"--temp-dir={self.tmp / 'ray'}", f"--resources={{\"{NODES[0]}\": 1}}", *self._NODE_FLAGS)
         for name in NODES[1:]:
-            self.ray("start", f"--address={self.address}", f"--resources={{\"{name}\": 1}}", *common)
+            self.add_node(name)
+
+    def add_node(self, name: str) -> None:
+        """Starts a worker node whose custom resource is name (one of NODES)."""
+        self.ray("start", f"--address={self.address}", f"--resources={{\"{name}\": 1}}", *self._NODE_FLAGS)
 
     def run(self, script: Path, name: str, *args: str, env: Optional[dict[str, str]] = None) -> str:
         """Runs ``python script name ADDRESS args...`` inside the namespaces as a
@@ -168,3 +173,21 @@ def driver_alarm() -> None:
     import signal
 
     signal.alarm(int(DRIVER_TIMEOUT))
+
+
+def raylet_of(name: str) -> int:
+    """The pid of the raylet of the node whose custom resource is name; run
+    inside the cluster's PID namespace (a driver)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"raylet" and any(name.encode() in a for a in argv):
+            found.append(int(entry))
+    if len(found) != 1:
+        raise RuntimeError(f"raylets of {name}: {found}; want one")
+    return found[0]

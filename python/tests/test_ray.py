@@ -143,6 +143,50 @@ def scenario_node_dies() -> None:
     print("node_dies ok")
 
 
+def scenario_raylet_killed() -> None:
+    """A whole node goes: its raylet is killed, and the worker processes with it."""
+    import ray
+
+    import gvx.ray
+    from conftest import sandboxes_of
+    from raycluster import raylet_of
+
+    names = _connect(sys.argv[2])
+    (victim,) = [node for node, name in names.items() if name == "node_c"]
+    n = 6
+    with gvx.ray.EnvPool(n, warm=1, step_timeout=30) as pool:
+        pool.reset()
+        pool.step(["echo before"] * n)
+        lost = [p.env for p in pool.placement() if p.node_id == victim]
+        actor = pool.placement()[lost[0]].actor_pid
+        sandboxes = sandboxes_of(actor)
+        assert lost and sandboxes, (lost, sandboxes)
+        os.kill(raylet_of("node_c"), signal.SIGKILL)
+        start = time.monotonic()
+        obs, _, _, truncated, infos = pool.step(["echo after"] * n)
+        print(f"the step after node_c's raylet was killed took {time.monotonic() - start:.2f} s: {infos[lost[0]]['sandbox_error']}")
+        for i in range(n):
+            if i in lost:
+                assert truncated[i] and victim in infos[i]["sandbox_error"] and obs[i]["exit_code"] == 255, infos[i]
+            else:
+                assert obs[i]["stdout"] == "after\n" and not truncated[i], (i, infos[i])
+        # The node's worker died with its raylet, and its sandboxes with the worker.
+        assert _gone([actor, *sandboxes], 30), (actor, sandboxes)
+        _, infos = pool.reset()
+        assert all(i["ray_node"] not in ("", victim) for i in infos), infos
+        obs, *_ = pool.step(["echo again"] * n)
+        assert [o["stdout"] for o in obs] == ["again\n"] * n
+        stats = pool.stats()
+        assert stats.failed == len(lost) and stats.environments == n, stats
+    # The cluster marks the node dead by its missed health checks; the test
+    # then starts a new node_c. No event tells a driver, so it looks, with a deadline.
+    deadline = time.monotonic() + 90
+    while any(node["NodeID"] == victim and node["Alive"] for node in ray.nodes()):  # type: ignore[no-untyped-call]
+        assert time.monotonic() < deadline, "the cluster still counts the killed node alive after 90 s"
+        time.sleep(0.5)
+    print("raylet_killed ok")
+
+
 def scenario_resources() -> None:
     import gvx
     import gvx.ray
@@ -343,6 +387,13 @@ def test_envpool_spreads_over_nodes(cluster: Cluster) -> None:
 
 def test_dead_node_truncates_and_reset_moves(cluster: Cluster) -> None:
     assert "node_dies ok" in run(cluster, scenario_node_dies)
+
+
+def test_killed_raylet_truncates_and_reset_moves(cluster: Cluster) -> None:
+    try:
+        assert "raylet_killed ok" in run(cluster, scenario_raylet_killed)
+    finally:
+        cluster.add_node("node_c")  # the next tests have three nodes again
 
 
 def test_envpool_honours_ray_resources(cluster: Cluster) -> None:
