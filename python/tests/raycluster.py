@@ -17,6 +17,7 @@ nodes of one CPU. One cluster serves the whole test session (the
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import select
 import shutil
@@ -29,6 +30,7 @@ from typing import Optional
 HERE = Path(__file__).resolve().parent
 PORT = 6379  # free: the namespace has its own ports
 NODES = ("node_a", "node_b", "node_c")
+PAIR = "pair"  # a resource only node_a and node_b advertise
 # How long one driver may run; the driver's own alarm (driver_alarm) ends it first.
 DRIVER_TIMEOUT = 240.0
 
@@ -98,23 +100,34 @@ class Cluster:
         """args run inside the namespaces."""
         return ["nsenter", "-t", str(self.ns_pid), "-n", "-p", "-m", f"--wd={os.getcwd()}", "--", *args]
 
-    def ray(self, *args: str, timeout: float = 120) -> None:
+    def ray(self, *args: str, timeout: float = 120, env: Optional[dict[str, str]] = None) -> None:
         ray_cli = str(Path(sys.executable).parent / "ray")
-        r = subprocess.run(self.command(ray_cli, *args), env=self.env, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(self.command(ray_cli, *args), env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
 
     _NODE_FLAGS = ("--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats")
 
     def start(self) -> None:
-        self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false",
-                 f"--temp-dir={self.tmp / 'ray'}", f"--resources={{\"{NODES[0]}\": 1}}", *self._NODE_FLAGS)
+        self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false", f"--temp-dir={self.tmp / 'ray'}",
+                 self._resources(NODES[0]), *self._NODE_FLAGS, env=self.node_env(NODES[0]))
         for name in NODES[1:]:
             self.add_node(name)
 
     def add_node(self, name: str) -> None:
         """Starts a worker node whose custom resource is name (one of NODES)."""
-        self.ray("start", f"--address={self.address}", f"--resources={{\"{name}\": 1}}", *self._NODE_FLAGS)
+        self.ray("start", f"--address={self.address}", self._resources(name), *self._NODE_FLAGS, env=self.node_env(name))
+
+    @staticmethod
+    def _resources(name: str) -> str:
+        # Each node advertises its name; the first two also "pair", for
+        # tests that need exactly two nodes.
+        resources = {name: 1, **({PAIR: 2} if name in NODES[:2] else {})}
+        return "--resources=" + json.dumps(resources)
+
+    def node_env(self, name: str) -> dict[str, str]:
+        """Each node has a gvx cache of its own, as separate machines do."""
+        return {"GVX_CACHE": str(self.tmp / f"gvx-cache-{name}")}
 
     def run(self, script: Path, name: str, *args: str, env: Optional[dict[str, str]] = None) -> str:
         """Runs ``python script name ADDRESS args...`` inside the namespaces as a

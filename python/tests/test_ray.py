@@ -187,6 +187,51 @@ def scenario_raylet_killed() -> None:
     print("raylet_killed ok")
 
 
+def scenario_provisioning() -> None:
+    """A golden volume with a Docker image, and a snapshot of a ready dockerd
+    on it, each used on two nodes: made once on each, found there after."""
+    import gvx
+    import gvx.ray
+    from raycluster import PAIR
+
+    names = _connect(sys.argv[2])
+    pair = {node for node, name in names.items() if name in ("node_a", "node_b")}
+    dind, archive = os.environ["GVX_TEST_DIND_IMAGE"], HERE.parents[1] / "build" / "default-image.tar"
+    recipe = gvx.ray.docker_golden(dind, archives=(archive,), size="2g")
+    options: dict[str, Any] = dict(image=dind, warm=0, step_timeout=120, resources_per_env={PAIR: 1}, **gvx.docker.SANDBOX_OPTIONS)
+    images = "docker images --format '{{.Repository}}:{{.Tag}}'"
+
+    def made(pool: gvx.ray.EnvPool) -> list[tuple[str, str, bool]]:
+        return sorted((p.node, p.kind, p.made) for p in pool.provisioning)
+
+    start = time.monotonic()
+    with gvx.ray.EnvPool(2, golden=recipe, setup=gvx.docker.SETUP, **options) as pool:
+        print(f"a golden made on two nodes in {time.monotonic() - start:.1f} s: {pool.provisioning}")
+        assert {p.node_id for p in pool.placement()} == pair
+        assert made(pool) == sorted((node, kind, True) for node in pair for kind in ("image", "golden"))
+        pool.reset()
+        obs, *_ = pool.step([images] * 2)
+        assert [o["stdout"] for o in obs] == ["gvx.test/default:latest\n"] * 2, obs
+    # Another pool with the same recipe finds everything on the nodes.
+    with gvx.ray.EnvPool(2, golden=recipe, setup=gvx.docker.SETUP, **options) as pool:
+        assert made(pool) == sorted((node, kind, False) for node in pair for kind in ("image", "golden"))
+
+    start = time.monotonic()
+    snapshot = gvx.ray.docker_snapshot(dind, golden=recipe)
+    with gvx.ray.EnvPool(2, restore=snapshot, **options) as pool:
+        print(f"a snapshot made on two nodes in {time.monotonic() - start:.1f} s")
+        assert made(pool) == sorted(
+            [(node, "image", False) for node in pair] + [(node, "golden", False) for node in pair] + [(node, "snapshot", True) for node in pair]
+        )
+        pool.reset()
+        # The restored dockerd answers at once: no setup ran.
+        obs, *_ = pool.step([images] * 2)
+        assert [o["stdout"] for o in obs] == ["gvx.test/default:latest\n"] * 2, obs
+    with pytest.raises(gvx.InvalidArgumentError, match="not a file"):
+        gvx.ray.docker_golden(dind, archives=("/no/such.tar",))
+    print("provisioning ok")
+
+
 def scenario_resources() -> None:
     import gvx
     import gvx.ray
@@ -394,6 +439,14 @@ def test_killed_raylet_truncates_and_reset_moves(cluster: Cluster) -> None:
         assert "raylet_killed ok" in run(cluster, scenario_raylet_killed)
     finally:
         cluster.add_node("node_c")  # the next tests have three nodes again
+
+
+@pytest.mark.skipif(
+    not os.environ.get("GVX_TEST_DIND_IMAGE") or not (HERE.parents[1] / "build" / "default-image.tar").is_file(),
+    reason="no Docker-in-gvx image (GVX_TEST_DIND_IMAGE; `make docker-image` builds it) or no build/default-image.tar",
+)
+def test_goldens_and_snapshots_are_made_once_per_node(cluster: Cluster) -> None:
+    assert "provisioning ok" in run(cluster, scenario_provisioning)
 
 
 def test_envpool_honours_ray_resources(cluster: Cluster) -> None:

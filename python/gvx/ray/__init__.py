@@ -28,6 +28,9 @@ except ImportError as _e:  # pragma: no cover - exercised in a subprocess by the
     ) from _e
 
 from ._pool import EnvPool, Placement
+from ._provision import GoldenRecipe, Provisioned, SnapshotRecipe, docker_golden, docker_snapshot, golden
 from ._sandbox import Sandbox
 
-__all__ = ["EnvPool", "Placement", "Sandbox"]
+__all__ = [
+    "EnvPool", "GoldenRecipe", "Placement", "Provisioned", "Sandbox", "SnapshotRecipe", "docker_golden", "docker_snapshot", "golden",
+]

@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .. import _pool, errors
 from ..env import GvxEnv
+from ._provision import Provisioned, provision, recipes_out
 from ._remote import Call, Lost, Plan, run, run_async, value
 
 # What one environment's reset returns, and one step.
@@ -43,7 +44,9 @@ class _NodeHost:
     """
 
     def __init__(self, env_options: dict[str, Any], pin_cpus: bool) -> None:
-        self._options = env_options
+        self._recipes = env_options
+        self._options: Optional[dict[str, Any]] = None  # env_options once provisioned on this node
+        self._provisioning = asyncio.Lock()
         self._pin_cpus = pin_cpus
         self._envs: dict[int, GvxEnv] = {}
         self._added = 0
@@ -54,19 +57,27 @@ class _NodeHost:
         loop = asyncio.get_running_loop()
         return list(await asyncio.gather(*(loop.run_in_executor(self._threads, fn, item) for item in items)))
 
-    async def add(self, env_ids: list[int]) -> int:
-        """Makes the environments env_ids; returns the process that owns their sandboxes."""
+    async def add(self, env_ids: list[int]) -> tuple[int, list[Provisioned]]:
+        """Makes the environments env_ids, provisioning this node first if need
+        be; returns the process that owns their sandboxes and what it provisioned."""
+        made: list[Provisioned] = []
+        async with self._provisioning:
+            if self._options is None:
+                node = ray.get_runtime_context().get_node_id()
+                loop = asyncio.get_running_loop()
+                self._options, made = await loop.run_in_executor(self._threads, provision, node, self._recipes)
+        base: dict[str, Any] = self._options or {}
         options = []
         cpus = sorted(os.sched_getaffinity(0))
         for _ in env_ids:
-            o = dict(self._options)
+            o = dict(base)
             if self._pin_cpus:
                 o["cpuset"] = [cpus[self._added % len(cpus)]]
             self._added += 1
             options.append(o)
         envs = await self._each(lambda o: GvxEnv(**o), options)
         self._envs.update(zip(env_ids, envs))
-        return os.getpid()
+        return os.getpid(), made
 
     async def reset(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> list[_Reset]:
         return await self._each(lambda item: self._envs[item[0]].reset(seed=item[1], options=item[2]), items)
@@ -190,8 +201,9 @@ class EnvPool:
         # Held while a plan runs between its waits: threads and coroutines may
         # step different environments at once.
         self._lock = threading.Lock()
-        # Checks the options here, not on every node.
-        GvxEnv(**self._env_options).close()
+        self._provisioning: list[Provisioned] = []
+        # Checks the options here, not on every node (recipes are checked when made).
+        GvxEnv(**recipes_out(self._env_options)).close()
         if not ray.is_initialized():
             ray.init()
         try:
@@ -258,12 +270,13 @@ class EnvPool:
         outcomes = yield calls
         failures = []
         for host, batch, outcome in zip(hosts, batches, outcomes):
-            pid = value(outcome)
-            if isinstance(pid, Lost):
-                self._retire(host, pid.why(f"did not start within start_timeout={self._start_timeout:g}s"))
+            started = value(outcome)
+            if isinstance(started, Lost):
+                self._retire(host, started.why(f"did not start within start_timeout={self._start_timeout:g}s"))
                 failures.append(host.name())
                 continue
-            host.pid = pid
+            host.pid, provisioned = started
+            self._provisioning.extend(provisioned)
             host.envs.extend(batch)
             for env in batch:
                 self._where[env] = host
@@ -430,6 +443,12 @@ class EnvPool:
 
     def __len__(self) -> int:
         return len(self._where)
+
+    @property
+    def provisioning(self) -> tuple[Provisioned, ...]:
+        """What each node made or found for this pool: the image, the golden
+        volume, the snapshot (``made=False``: it was in the node's cache)."""
+        return tuple(self._provisioning)
 
     def placement(self) -> list[Placement]:
         """Where each environment runs now."""
