@@ -234,11 +234,51 @@ class EnvPool:
 
         Without a resource demand an environment joins the node's live actor;
         with one a new actor reserves the resources for the environments it gets,
-        since an actor's reservation cannot grow.
+        since an actor's reservation cannot grow. A node whose actor dies while
+        starting (the cluster may not yet know the node is gone) is left out and
+        its environments go to the others, within the same start_timeout.
         """
-        nodes = self._alive_nodes()
-        if not nodes:
-            raise errors.GvxError("the Ray cluster has no alive node: start one (ray start) and try again")
+        deadline = time.monotonic() + self._start_timeout
+        failed: dict[str, str] = {}  # node: why its actor did not start
+        while envs:
+            nodes = [node for node in self._alive_nodes() if str(node["NodeID"]) not in failed]
+            if not nodes:
+                raise errors.GvxError(self._no_start(failed) or "the Ray cluster has no alive node: start one (ray start) and try again")
+            plan, addresses = self._spread(envs, nodes, avoid)
+            # Every node's actor starts and makes its environments at once; then
+            # the pool waits, with one deadline for all.
+            calls, hosts, batches = [], [], []
+            for nid, batch in plan.items():
+                live = None if self._demand else next((h for h in self._hosts if h.node_id == nid and not h.error), None)
+                host = live if live is not None else self._start_host(nid, addresses[nid], len(batch))
+                calls.append(Call(host.name(), host.actor.add.remote(batch), deadline))
+                hosts.append(host)
+                batches.append(batch)
+            outcomes = yield calls
+            envs = []
+            for host, batch, outcome in zip(hosts, batches, outcomes):
+                started = value(outcome)
+                if isinstance(started, Lost):
+                    why = started.why(f"did not start within start_timeout={self._start_timeout:g}s")
+                    self._retire(host, why)
+                    failed[host.node_id] = f"{host.name()} {why}"
+                    envs.extend(batch)
+                    continue
+                host.pid, provisioned = started
+                self._provisioning.extend(provisioned)
+                host.envs.extend(batch)
+                for env in batch:
+                    self._where[env] = host
+                    self._lost.pop(env, None)
+            if envs and time.monotonic() >= deadline:
+                raise errors.GvxError(self._no_start(failed))
+            envs.sort()
+
+    def _spread(
+        self, envs: list[int], nodes: list[dict[str, Any]], avoid: set[str]
+    ) -> tuple[dict[str, list[int]], dict[str, str]]:
+        """Which of nodes each of envs goes to, evenly over the environments
+        the pool has there, preferring nodes not in avoid; and the nodes' addresses."""
         load = {str(node["NodeID"]): 0 for node in nodes}
         for host in self._hosts:
             if not host.error and host.node_id in load:
@@ -257,35 +297,17 @@ class EnvPool:
             plan.setdefault(nid, []).append(env)
             load[nid] += 1
             room[nid] -= 1
-        # Every node's actor starts and makes its environments at once; then
-        # the pool waits, with one deadline for all.
-        deadline = time.monotonic() + self._start_timeout
-        calls, hosts, batches = [], [], []
-        for nid, batch in plan.items():
-            live = None if self._demand else next((h for h in self._hosts if h.node_id == nid and not h.error), None)
-            host = live if live is not None else self._start_host(nid, addresses[nid], len(batch))
-            calls.append(Call(host.name(), host.actor.add.remote(batch), deadline))
-            hosts.append(host)
-            batches.append(batch)
-        outcomes = yield calls
-        failures = []
-        for host, batch, outcome in zip(hosts, batches, outcomes):
-            started = value(outcome)
-            if isinstance(started, Lost):
-                self._retire(host, started.why(f"did not start within start_timeout={self._start_timeout:g}s"))
-                failures.append(host.name())
-                continue
-            host.pid, provisioned = started
-            self._provisioning.extend(provisioned)
-            host.envs.extend(batch)
-            for env in batch:
-                self._where[env] = host
-                self._lost.pop(env, None)
-        if failures:
-            raise errors.GvxError(
-                f"could not start environments on {', '.join(failures)} within start_timeout={self._start_timeout:g}s: "
-                "check those nodes' resources with `ray status` and their logs under /tmp/ray/session_latest/logs"
-            )
+        return plan, addresses
+
+    @staticmethod
+    def _no_start(failed: Mapping[str, str]) -> str:
+        """The error for environments that could not be started, naming why on each node."""
+        if not failed:
+            return ""
+        return (
+            f"could not start environments: the gvx actor on {'; on '.join(failed.values())}; "
+            "check those nodes with `ray status` and their logs under /tmp/ray/session_latest/logs"
+        )
 
     def _start_host(self, node_id: str, address: str, envs: int) -> _Host:
         """Creates the actor on node_id that will host envs environments."""
