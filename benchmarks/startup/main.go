@@ -141,7 +141,7 @@ func main() {
 	fmt.Println()
 	fmt.Printf("## Busy sandboxes at once (`dd bs=1 count=%d` in each, all started together; wall time until the last ends)\n", busyBytes)
 	fmt.Println()
-	fmt.Println("systrap's threads can spin while the guest and the Sentry wait for each other (`--spin`, `gvx.Config.Spin`); by default a sandbox spins only while its process runs no more than twice as many sandboxes as it has CPUs. Median of 3 interleaved rounds.")
+	fmt.Println("systrap's threads can spin while the guest and the Sentry wait for each other (`--spin`, `gvx.Config.Spin`); by default a sandbox spins only while no more than twice as many sandboxes as the host has CPUs spin, in any process. Median of 3 interleaved rounds.")
 	fmt.Println()
 	fmt.Println("| sandboxes busy at once | spinning (`Spin: SpinOn`) | not spinning (`SpinOff`) |")
 	fmt.Println("|---|---|---|")

@@ -44,15 +44,15 @@ type SpinMode int
 
 // Spin modes.
 const (
-	// SpinAuto spins while this process runs no more than twice as many
-	// sandboxes as it has CPUs, the new one included, and sleeps beyond
-	// that. Spinning makes a lone busy sandbox's system calls 2–5× faster;
-	// with more busy sandboxes than CPUs the spinners take the CPU that the
-	// others need (8 sandboxes running system-call loops on 2 CPUs took 2–3×
-	// as long spinning, 4 about as long). Twice, not once: a sandbox that
-	// waits in a warm pool is alive but not busy, and an environment with a
-	// pool of two on 2 CPUs should still spin. $GVX_SPIN, if set, decides
-	// for the sandboxes SpinAuto would let spin.
+	// SpinAuto spins while no more than twice as many sandboxes as there
+	// are CPUs spin on this host, the new one included, whichever processes
+	// started them, and sleeps beyond that. Spinning makes a lone busy
+	// sandbox's system calls several times faster; with more busy sandboxes
+	// than CPUs the spinners take the CPU that the others need (figures in
+	// benchmarks/README). Twice, not once: a sandbox that waits in a warm
+	// pool is alive but not busy, and an environment with a pool of two on
+	// 2 CPUs should still spin. $GVX_SPIN, if set, decides for the
+	// sandboxes SpinAuto would let spin.
 	SpinAuto SpinMode = iota
 	SpinOn
 	SpinOff

@@ -68,17 +68,18 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		theirs.Close()
 		return nil, withHostLimitHint("creating the exit status pipe", err)
 	}
-	// This sandbox's place among the live ones, given back when rungv
-	// exits; taken before SpinAuto decides, so that concurrent News count
-	// each other.
-	live := liveSandboxes.Add(1)
-	if cfg.Spin == SpinAuto && !spinFits(live, usableCPUs()) {
-		cfg.Spin = SpinOff
+	// A spin slot, for as long as rungv runs (see takeSpinSlot).
+	releaseSpin := func() {}
+	if cfg.Spin == SpinAuto {
+		var spin bool
+		if releaseSpin, spin = takeSpinSlot(); !spin {
+			cfg.Spin = SpinOff
+		}
 	}
 	// ExtraFiles[0] is fd 3 in the child, ExtraFiles[1] fd 4.
 	args, err := cfg.args(3)
 	if err != nil {
-		liveSandboxes.Add(-1)
+		releaseSpin()
 		ours.Close()
 		theirs.Close()
 		status.Close()
@@ -106,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	theirs.Close()
 	statusW.Close()
 	if err != nil {
-		liveSandboxes.Add(-1)
+		releaseSpin()
 		ours.Close()
 		status.Close()
 		return nil, withHostLimitHint("starting "+rungv, err)
@@ -114,7 +115,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{}), status: status}
 	go func() {
 		sb.waitErr = cmd.Wait()
-		liveSandboxes.Add(-1)
+		releaseSpin()
 		close(sb.exited)
 	}()
 

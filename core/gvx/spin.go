@@ -1,13 +1,33 @@
 package gvx
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
+// The spin budget. SpinAuto lets a sandbox spin only while no more than
+// twice as many sandboxes as there are CPUs hold a spin slot on this host, in
+// any process: a Ray node's actors, several drivers and the tests' cluster
+// of raylets share the CPUs, and a budget per process would let each of them
+// spin its own first sandboxes until the spinners starve the rest.
+//
+// A slot is an exclusive flock on one of the files slot-0 … slot-(2×CPUs−1)
+// in spinDir, held by the process that started the sandbox for as long as
+// the sandbox runs. A flock ends with its open file, so the budget cannot
+// leak: a process killed with -9 gives its slots back with its files.
+
+// spinDir is where the slot files are; empty means the per-user directory
+// under the host's temporary directory. Tests set it to have a budget of
+// their own.
+var spinDir = ""
+
 // liveSandboxes counts this process's rungv children that have started and
-// not yet exited, for SpinAuto.
+// not yet exited; SpinAuto falls back to it as the budget when the slot
+// directory cannot be used.
 var liveSandboxes atomic.Int64
 
 // spinFits reports whether a sandbox may spin when it makes live sandboxes
@@ -21,4 +41,52 @@ func usableCPUs() int {
 		return 1
 	}
 	return set.Count()
+}
+
+// takeSpinSlot decides whether a sandbox that SpinAuto governs may spin: it
+// may when it gets one of the host's spin slots. release gives the slot back
+// (or the place in this process's count), once, when the sandbox has exited.
+func takeSpinSlot() (release func(), spin bool) {
+	cpus := usableCPUs()
+	dir, err := spinSlotDir()
+	if err != nil {
+		live := liveSandboxes.Add(1)
+		return func() { liveSandboxes.Add(-1) }, spinFits(live, cpus)
+	}
+	for i := 0; i < 2*cpus; i++ {
+		fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("slot-%d", i)), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			return func() { unix.Close(fd) }, true
+		}
+		unix.Close(fd)
+	}
+	return func() {}, false
+}
+
+// spinSlotDir returns the directory of the host's spin slots, made if
+// missing. It refuses one that is not a directory of this user's that only
+// this user may write (and, by default, one whose parent is not), so that
+// no other user can take or fake the slots.
+func spinSlotDir() (string, error) {
+	dirs := []string{spinDir}
+	if spinDir == "" {
+		parent := filepath.Join(os.TempDir(), fmt.Sprintf("gvx-%d", os.Getuid()))
+		dirs = []string{filepath.Join(parent, "spin"), parent}
+	}
+	if err := os.MkdirAll(dirs[0], 0o700); err != nil {
+		return "", err
+	}
+	for _, d := range dirs {
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil {
+			return "", err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o022 != 0 {
+			return "", fmt.Errorf("%s is not a directory that only uid %d may write", d, os.Getuid())
+		}
+	}
+	return dirs[0], nil
 }

@@ -1,39 +1,97 @@
 package gvx
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-// TestSpinAuto: with SpinAuto a sandbox spins only while this process runs
-// no more than twice as many sandboxes as it has CPUs; SpinOn and SpinOff are obeyed
-// whatever runs. rungv reports what it does in Info.
-func TestSpinAuto(t *testing.T) {
+// useSpinBudget gives the test a spin budget of its own, so that sandboxes
+// other tests and processes run on this host do not count.
+func useSpinBudget(t *testing.T) string {
+	t.Helper()
 	if v, ok := os.LookupEnv("GVX_SPIN"); ok {
 		t.Skipf("GVX_SPIN=%s decides for the sandboxes SpinAuto lets spin", v)
 	}
+	dir := t.TempDir()
+	old := spinDir
+	spinDir = dir
+	t.Cleanup(func() { spinDir = old })
+	return dir
+}
+
+// TestSpinAuto: with SpinAuto a sandbox spins only while no more than twice
+// as many sandboxes as there are CPUs hold the budget's slots; SpinOn and
+// SpinOff are obeyed whatever runs. rungv reports what it does in Info.
+func TestSpinAuto(t *testing.T) {
+	useSpinBudget(t)
 	cpus := usableCPUs()
 	n := 2*cpus + 1
 	for i := 0; i < n; i++ {
-		want := spinFits(liveSandboxes.Load()+1, cpus)
 		sb := newSandbox(t, config())
-		if got := sb.Info().Spinning; got != want {
+		if got, want := sb.Info().Spinning, i < 2*cpus; got != want {
 			t.Fatalf("sandbox %d of %d on %d CPUs: spinning %v, want %v", i+1, n, cpus, got, want)
 		}
-	}
-	if live := liveSandboxes.Load(); spinFits(live, cpus) {
-		t.Fatalf("%d live sandboxes after starting %d, and still under the limit", live, n)
 	}
 	for mode, want := range map[SpinMode]bool{SpinOn: true, SpinOff: false} {
 		cfg := config()
 		cfg.Spin = mode
 		if got := newSandbox(t, cfg).Info().Spinning; got != want {
-			t.Errorf("Spin %d with %d live sandboxes: spinning %v", mode, liveSandboxes.Load(), got)
+			t.Errorf("Spin %d with the budget spent: spinning %v", mode, got)
 		}
 	}
 	cfg := config()
 	cfg.Spin = 7
 	if _, err := cfg.args(3); err == nil {
 		t.Error("Spin 7 accepted")
+	}
+}
+
+// TestSpinBudgetIsSharedAndGivenBack: slots held through other open files —
+// as another process's sandboxes hold them — count against this process's
+// sandboxes, and a sandbox's slot is free again once it has exited.
+func TestSpinBudgetIsSharedAndGivenBack(t *testing.T) {
+	dir := useSpinBudget(t)
+	cpus := usableCPUs()
+	for i := 0; i < 2*cpus; i++ {
+		if i == 1 {
+			continue // the one slot left for this process
+		}
+		fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("slot-%d", i)), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Fatalf("locking slot %d: %v", i, err)
+		}
+	}
+	first := newSandbox(t, config())
+	if !first.Info().Spinning {
+		t.Fatal("the first sandbox does not spin, with one slot free")
+	}
+	if newSandbox(t, config()).Info().Spinning {
+		t.Fatal("a second sandbox spins, with every slot held")
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !newSandbox(t, config()).Info().Spinning {
+		t.Fatal("a sandbox started after the spinning one exited does not spin")
+	}
+}
+
+// TestSpinSlotDirRefusesOthersDirectory: a slot directory others may write
+// is not used (the per-process count is, instead).
+func TestSpinSlotDirRefusesOthersDirectory(t *testing.T) {
+	dir := useSpinBudget(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spinSlotDir(); err == nil {
+		t.Fatalf("%s, writable by all, accepted as the spin slot directory", dir)
 	}
 }
