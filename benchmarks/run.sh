@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy|ray]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -200,12 +200,21 @@ copy() {
 		.venv/bin/python benchmarks/copy_tree.py --runs "${RUNS:-5}" "${docker_args[@]}"
 }
 
+# The Ray hop and scaling over nodes: the tests' three-node cluster on this
+# machine, loopback only (needs root for its network namespace).
+ray_hop() {
+	echo "== gvx.ray: the Ray hop and scaling over nodes"
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/ray_hop.py -n "${N:-300}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy ray)
 for t in "${targets[@]}"; do
 	case "$t" in
 	erofs | startup | net | volume | fleet | copy) "$t" ;;
 	docker) docker_inside ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy)" >&2; exit 2 ;;
+	ray) ray_hop ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy, ray)" >&2; exit 2 ;;
 	esac
 done
