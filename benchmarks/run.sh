@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy|ray]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy|episode|ray]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -200,6 +200,16 @@ copy() {
 		.venv/bin/python benchmarks/copy_tree.py --runs "${RUNS:-5}" "${docker_args[@]}"
 }
 
+# What one Docker episode costs a node (CPU, memory, disk), for sizing a cluster.
+episode() {
+	local image
+	image=$(go run ./core/internal/dockerimage/mkdockerimage -q)
+	go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar" >/dev/null
+	echo "== one Docker episode's CPU, memory and disk"
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/episode_cost.py --docker-image "$image" --archive "$bench/default-image.tar" -n "${N:-5}"
+}
+
 # The Ray hop and scaling over nodes: the tests' three-node cluster on this
 # machine, loopback only (needs root for its network namespace).
 ray_hop() {
@@ -209,12 +219,13 @@ ray_hop() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy ray)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy episode ray)
 for t in "${targets[@]}"; do
 	case "$t" in
 	erofs | startup | net | volume | fleet | copy) "$t" ;;
 	docker) docker_inside ;;
+	episode) episode ;;
 	ray) ray_hop ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy, ray)" >&2; exit 2 ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy, episode, ray)" >&2; exit 2 ;;
 	esac
 done

@@ -40,6 +40,14 @@ parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--envs", type=int, default=6, help="environments running at once (default 6)")
 parser.add_argument("--episodes", type=int, default=12, help="episodes to roll out (default 12)")
 parser.add_argument("--max-steps", type=int, default=4, help="steps before an episode is truncated (default 4)")
+parser.add_argument(
+    "--resource",
+    action="append",
+    default=[],
+    metavar="NAME=AMOUNT",
+    help="Ray resources each environment reserves, as resources_per_env (repeatable; "
+    "e.g. --resource gvx_slots=1 on examples/k8s's cluster; default: none, spread over every node)",
+)
 parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
@@ -102,12 +110,28 @@ async def episode(pool: gvx.ray.EnvPool, slots: asyncio.Queue[int], task: int, r
         slots.put_nowait(slot)
 
 
+def resources() -> dict[str, float]:
+    """--resource NAME=AMOUNT flags as resources_per_env."""
+    out = {}
+    for flag in args.resource:
+        name, sep, amount = flag.partition("=")
+        try:
+            out[name] = float(amount)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            parser.error(f"--resource {flag!r}: want NAME=AMOUNT, e.g. gvx_slots=1")
+    return out
+
+
 async def main() -> None:
     if not ray.is_initialized():
         ray.init(log_to_driver=False)
     rng = random.Random(args.seed)
     start = time.perf_counter()
-    async with gvx.ray.EnvPool(args.envs, warm=1, reward_fn=solved, done_fn=is_solved, max_steps=args.max_steps) as pool:
+    async with gvx.ray.EnvPool(
+        args.envs, warm=1, reward_fn=solved, done_fn=is_solved, max_steps=args.max_steps, resources_per_env=resources() or None
+    ) as pool:
         print(f"{args.envs} environments on {len({p.node_id for p in pool.placement()})} nodes in {time.perf_counter() - start:.1f} s")
         slots: asyncio.Queue[int] = asyncio.Queue()
         for i in range(args.envs):

@@ -484,7 +484,8 @@ def test_killed_driver_leaves_no_sandbox(cluster: Cluster) -> None:
 
 def test_ray_rollouts_example(cluster: Cluster) -> None:
     """examples/ray_rollouts.py, run as a user runs it on a cluster's machine."""
-    out = cluster.run_as_user(HERE.parents[1] / "examples" / "ray_rollouts.py", "--envs", "6", "--episodes", "12")
+    # Each environment reserves a tenth of a CPU, as examples/k8s reserves a sandbox slot.
+    out = cluster.run_as_user(HERE.parents[1] / "examples" / "ray_rollouts.py", "--envs", "6", "--episodes", "12", "--resource", "CPU=0.1")
     assert "6 environments on 3 nodes" in out, out
     summary = re.search(r"12 episodes, (\d+) steps .*: (\d+) solved, 0 lost to a failure", out)
     assert summary, out
