@@ -67,7 +67,7 @@ def scenario_spread() -> None:
     from conftest import sandboxes_of
 
     names = _connect(sys.argv[2])
-    n = 6
+    n = 24
     with gvx.ray.EnvPool(n, warm=1, max_steps=3, step_timeout=30, reward_fn=lambda sb, action, result: float(result.ok)) as pool:
         assert len(pool) == n
         placement = pool.placement()
@@ -76,7 +76,7 @@ def scenario_spread() -> None:
             by_node.setdefault(p.node_id, []).append(p.env)
             assert p.address == "127.0.0.1"
         assert set(by_node) == set(names), (by_node, names)
-        assert sorted(len(v) for v in by_node.values()) == [2, 2, 2]
+        assert sorted(len(v) for v in by_node.values()) == [8, 8, 8]
         # One actor per node hosts that node's environments.
         pids = {p.node_id: p.actor_pid for p in placement}
         assert len(set(pids.values())) == len(NODES)
@@ -91,8 +91,9 @@ def scenario_spread() -> None:
         assert [o["stdout"] for o in obs] == [f"env-{i}\n" for i in range(n)] and rewards == [1.0] * n
         assert [i["ray_node"] for i in infos] == [p.node_id for p in placement]
         # An environment keeps its node across resets.
-        _, info = pool.reset_one(4)
-        assert info["ray_node"] == placement[4].node_id
+        for env in (4, 17):
+            _, info = pool.reset_one(env)
+            assert info["ray_node"] == placement[env].node_id
 
     # Closing ended the actors, and their sandboxes with them.
     assert _gone(list(pids.values()), 30), pids
