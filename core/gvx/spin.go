@@ -47,6 +47,9 @@ func usableCPUs() int {
 // may when it gets one of the host's spin slots. release gives the slot back
 // (or the place in this process's count), once, when the sandbox has exited.
 func takeSpinSlot() (release func(), spin bool) {
+	if os.Getenv("GVX_SPIN") == "0" {
+		return func() {}, false // rungv would not spin; a slot would be wasted
+	}
 	cpus := usableCPUs()
 	dir, err := spinSlotDir()
 	if err != nil {

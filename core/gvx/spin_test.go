@@ -95,3 +95,23 @@ func TestSpinSlotDirRefusesOthersDirectory(t *testing.T) {
 		t.Fatalf("%s, writable by all, accepted as the spin slot directory", dir)
 	}
 }
+
+// TestSpinOffTakesNoSlot: with $GVX_SPIN=0 rungv does not spin, so its
+// sandboxes leave the slots to those that would.
+func TestSpinOffTakesNoSlot(t *testing.T) {
+	useSpinBudget(t)
+	t.Setenv("GVX_SPIN", "0")
+	release, spin := takeSpinSlot()
+	defer release()
+	if spin {
+		t.Fatal("GVX_SPIN=0, and the sandbox would spin")
+	}
+	os.Unsetenv("GVX_SPIN")
+	for i := 0; i < 2*usableCPUs(); i++ {
+		release, spin := takeSpinSlot()
+		defer release()
+		if !spin {
+			t.Fatalf("slot %d of %d taken, though only a GVX_SPIN=0 sandbox came before", i+1, 2*usableCPUs())
+		}
+	}
+}
