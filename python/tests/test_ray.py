@@ -197,11 +197,19 @@ def scenario_raylet_killed() -> None:
         finally:
             # The cluster marks the node dead by its missed health checks, and
             # the test then starts a new node_c; until then a new pool could
-            # pick the dead node. No event tells a driver, so it looks, with a deadline.
-            deadline = time.monotonic() + 90
-            while any(node["NodeID"] == victim and node["Alive"] for node in ray.nodes()):  # type: ignore[no-untyped-call]
-                assert time.monotonic() < deadline, "the cluster still counts the killed node alive after 90 s"
-                time.sleep(0.5)
+            # pick the dead node. A task bound to the node waits for it and
+            # fails once the cluster has marked it dead: that is the event.
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            bound = ray.remote(lambda: None).options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=victim, soft=False))
+            try:
+                ray.get(bound.remote(), timeout=90)
+                raise AssertionError("a task ran on node_c after its raylet was killed")
+            except ray.exceptions.TaskUnschedulableError:
+                pass
+            except ray.exceptions.GetTimeoutError:
+                raise AssertionError("the cluster still counts the killed node alive after 90 s") from None
+            assert not any(node["NodeID"] == victim and node["Alive"] for node in ray.nodes())  # type: ignore[no-untyped-call]
     print("raylet_killed ok")
 
 
