@@ -29,7 +29,7 @@ import gvx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))
 from conftest import descendants  # noqa: E402
-from test_docker_load import episode_steps, sandbox_memory_kib  # noqa: E402
+from test_docker_load import episode_steps, sandbox_memory_kib, status_kib  # noqa: E402
 
 CLOCK = os.sysconf("SC_CLK_TCK")
 
@@ -44,16 +44,6 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / CLOCK
-
-
-def status_kib(pid: int, key: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def main() -> None:

@@ -330,7 +330,7 @@ func (c *Config) args(controlFD int) ([]string, error) {
 		return nil, fmt.Errorf("gvx: unknown Platform %q; use PlatformAuto, PlatformSystrap, PlatformKVM or PlatformPtrace", c.Platform)
 	}
 	switch c.Spin {
-	case SpinAuto: // spin unless $GVX_SPIN says otherwise; New turns it into SpinOff past the limit
+	case SpinAuto: // spin unless $GVX_SPIN says otherwise; New turns it into SpinOff without a spin slot
 	case SpinOn:
 		a = append(a, "--spin=true")
 	case SpinOff:

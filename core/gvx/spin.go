@@ -25,6 +25,10 @@ import (
 // their own.
 var spinDir = ""
 
+// spinEnv, set to 0 or 1, decides for the sandboxes SpinAuto lets spin
+// (rungv reads it; see SpinAuto).
+const spinEnv = "GVX_SPIN"
+
 // liveSandboxes counts this process's rungv children that have started and
 // not yet exited; SpinAuto falls back to it as the budget when the slot
 // directory cannot be used.
@@ -47,7 +51,7 @@ func usableCPUs() int {
 // may when it gets one of the host's spin slots. release gives the slot back
 // (or the place in this process's count), once, when the sandbox has exited.
 func takeSpinSlot() (release func(), spin bool) {
-	if os.Getenv("GVX_SPIN") == "0" {
+	if os.Getenv(spinEnv) == "0" {
 		return func() {}, false // rungv would not spin; a slot would be wasted
 	}
 	cpus := usableCPUs()

@@ -13,8 +13,8 @@ import (
 // other tests and processes run on this host do not count.
 func useSpinBudget(t *testing.T) string {
 	t.Helper()
-	if v, ok := os.LookupEnv("GVX_SPIN"); ok {
-		t.Skipf("GVX_SPIN=%s decides for the sandboxes SpinAuto lets spin", v)
+	if v, ok := os.LookupEnv(spinEnv); ok {
+		t.Skipf(spinEnv+"=%s decides for the sandboxes SpinAuto lets spin", v)
 	}
 	dir := t.TempDir()
 	old := spinDir
@@ -100,13 +100,13 @@ func TestSpinSlotDirRefusesOthersDirectory(t *testing.T) {
 // sandboxes leave the slots to those that would.
 func TestSpinOffTakesNoSlot(t *testing.T) {
 	useSpinBudget(t)
-	t.Setenv("GVX_SPIN", "0")
+	t.Setenv(spinEnv, "0")
 	release, spin := takeSpinSlot()
 	defer release()
 	if spin {
 		t.Fatal("GVX_SPIN=0, and the sandbox would spin")
 	}
-	os.Unsetenv("GVX_SPIN")
+	os.Unsetenv(spinEnv)
 	for i := 0; i < 2*usableCPUs(); i++ {
 		release, spin := takeSpinSlot()
 		defer release()

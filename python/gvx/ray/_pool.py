@@ -244,7 +244,8 @@ class EnvPool:
             nodes = [node for node in self._alive_nodes() if str(node["NodeID"]) not in failed]
             if not nodes:
                 raise errors.GvxError(self._no_start(failed) or "the Ray cluster has no alive node: start one (ray start) and try again")
-            plan, addresses = self._spread(envs, nodes, avoid)
+            plan = self._spread(envs, nodes, avoid)
+            addresses = {str(node["NodeID"]): str(node.get("NodeManagerAddress", "")) for node in nodes}
             # Every node's actor starts and makes its environments at once; then
             # the pool waits, with one deadline for all.
             calls, hosts, batches = [], [], []
@@ -274,17 +275,14 @@ class EnvPool:
                 raise errors.GvxError(self._no_start(failed))
             envs.sort()
 
-    def _spread(
-        self, envs: list[int], nodes: list[dict[str, Any]], avoid: set[str]
-    ) -> tuple[dict[str, list[int]], dict[str, str]]:
+    def _spread(self, envs: list[int], nodes: list[dict[str, Any]], avoid: set[str]) -> dict[str, list[int]]:
         """Which of nodes each of envs goes to, evenly over the environments
-        the pool has there, preferring nodes not in avoid; and the nodes' addresses."""
+        the pool has there, preferring nodes not in avoid."""
         load = {str(node["NodeID"]): 0 for node in nodes}
         for host in self._hosts:
             if not host.error and host.node_id in load:
                 load[host.node_id] += len(host.envs)
         room = {str(node["NodeID"]): self._capacity(node) - load[str(node["NodeID"])] for node in nodes}
-        addresses = {str(node["NodeID"]): str(node.get("NodeManagerAddress", "")) for node in nodes}
         plan: dict[str, list[int]] = {}
         for env in envs:
             candidates = [nid for nid in load if room[nid] >= 1]
@@ -297,7 +295,7 @@ class EnvPool:
             plan.setdefault(nid, []).append(env)
             load[nid] += 1
             room[nid] -= 1
-        return plan, addresses
+        return plan
 
     @staticmethod
     def _no_start(failed: Mapping[str, str]) -> str:
