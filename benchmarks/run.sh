@@ -215,7 +215,7 @@ episode() {
 ray_hop() {
 	echo "== gvx.ray: the Ray hop and scaling over nodes"
 	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
-		.venv/bin/python benchmarks/ray_hop.py -n "${N:-300}"
+		.venv/bin/python benchmarks/ray_hop.py -n "${N:-300}" -rounds "${ROUNDS:-5}"
 }
 
 targets=("$@")

@@ -106,6 +106,10 @@ class PoolStats:
         return sum(n.live for n in self.nodes)
 
     @property
+    def warm(self) -> int:
+        return sum(n.warm for n in self.nodes)
+
+    @property
     def failed(self) -> int:
         return sum(n.failed for n in self.nodes)
 

@@ -158,7 +158,7 @@ def case_stats(make: Pool) -> None:
         pool.step(["true"] * n)
         # Each environment prepares its next sandbox in the background.
         deadline = time.monotonic() + 60
-        while sum(node.warm for node in pool.stats().nodes) < n:
+        while pool.stats().warm < n:
             assert time.monotonic() < deadline, f"the pool's warm sandboxes were not ready in 60 s: {pool.stats()}"
             time.sleep(0.1)
         os.kill(infos[0]["sandbox_pid"], signal.SIGKILL)
@@ -166,6 +166,7 @@ def case_stats(make: Pool) -> None:
         pool.step(["true"] * n)  # the failed episode is counted once
         stats = pool.stats()
         assert (stats.environments, stats.live, stats.failed) == (n, 1, 1), stats
+        assert stats.warm == sum(node.warm for node in stats.nodes)
         assert sum(node.resets for node in stats.nodes) == n and sum(node.steps for node in stats.nodes) == 3 * n
         for node in stats.nodes:
             assert 0 < node.step_p50 <= node.step_p99 and 0 < node.reset_p50 <= node.reset_p99, node

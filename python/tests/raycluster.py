@@ -64,8 +64,12 @@ def skip_reason() -> Optional[str]:
 class Cluster:
     """A Ray cluster in its own network and PID namespaces."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, cpu_of: Optional[dict[str, int]] = None) -> None:
+        """cpu_of pins a node (by name) to one host CPU: its raylet, and with
+        it the node's workers and their sandboxes, run there alone, as on a
+        machine of its own (for benchmarks)."""
         self.tmp = tmp
+        self.cpu_of = cpu_of or {}
         self.address = f"127.0.0.1:{PORT}"
         self.env = dict(os.environ)
         self.env.update(
@@ -100,9 +104,11 @@ class Cluster:
         """args run inside the namespaces."""
         return ["nsenter", "-t", str(self.ns_pid), "-n", "-p", "-m", f"--wd={os.getcwd()}", "--", *args]
 
-    def ray(self, *args: str, timeout: float = 120, env: Optional[dict[str, str]] = None) -> None:
-        ray_cli = str(Path(sys.executable).parent / "ray")
-        r = subprocess.run(self.command(ray_cli, *args), env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+    def ray(self, *args: str, timeout: float = 120, env: Optional[dict[str, str]] = None, cpu: Optional[int] = None) -> None:
+        ray_cli = [str(Path(sys.executable).parent / "ray")]
+        if cpu is not None:
+            ray_cli = ["taskset", "-c", str(cpu), *ray_cli]
+        r = subprocess.run(self.command(*ray_cli, *args), env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"ray {' '.join(args)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
 
@@ -110,13 +116,13 @@ class Cluster:
 
     def start(self) -> None:
         self.ray("start", "--head", f"--port={PORT}", "--include-dashboard=false", f"--temp-dir={self.tmp / 'ray'}",
-                 self._resources(NODES[0]), *self._NODE_FLAGS, env=self.node_env(NODES[0]))
+                 self._resources(NODES[0]), *self._NODE_FLAGS, env=self.node_env(NODES[0]), cpu=self.cpu_of.get(NODES[0]))
         for name in NODES[1:]:
             self.add_node(name)
 
     def add_node(self, name: str) -> None:
         """Starts a worker node whose custom resource is name (one of NODES)."""
-        self.ray("start", f"--address={self.address}", self._resources(name), *self._NODE_FLAGS, env=self.node_env(name))
+        self.ray("start", f"--address={self.address}", self._resources(name), *self._NODE_FLAGS, env=self.node_env(name), cpu=self.cpu_of.get(name))
 
     @staticmethod
     def _resources(name: str) -> str:
@@ -129,21 +135,24 @@ class Cluster:
         """Each node has a gvx cache of its own, as separate machines do."""
         return {"GVX_CACHE": str(self.tmp / f"gvx-cache-{name}")}
 
-    def run(self, script: Path, name: str, *args: str, env: Optional[dict[str, str]] = None) -> str:
+    def run(
+        self, script: Path, name: str, *args: str, env: Optional[dict[str, str]] = None, timeout: float = DRIVER_TIMEOUT
+    ) -> str:
         """Runs ``python script name ADDRESS args...`` inside the namespaces as a
-        driver of this cluster; returns its stdout, failing if it fails."""
-        return self._python(script, [name, self.address, *args], env or {}, f"{script.name} {name}")
+        driver of this cluster; returns its stdout, failing if it fails. The
+        driver must end itself within timeout (driver_alarm)."""
+        return self._python(script, [name, self.address, *args], env or {}, f"{script.name} {name}", timeout)
 
     def run_as_user(self, script: Path, *args: str) -> str:
         """Runs ``python script args...`` inside the namespaces as a user runs
         it on a cluster's machine: with ``RAY_ADDRESS`` set, nothing else."""
-        return self._python(script, list(args), {"RAY_ADDRESS": self.address}, script.name)
+        return self._python(script, list(args), {"RAY_ADDRESS": self.address}, script.name, DRIVER_TIMEOUT)
 
-    def _python(self, script: Path, args: list[str], env: dict[str, str], what: str) -> str:
+    def _python(self, script: Path, args: list[str], env: dict[str, str], what: str, timeout: float) -> str:
         start = time.monotonic()
         r = subprocess.run(
             self.command(sys.executable, str(script), *args),
-            env={**self.env, **env}, capture_output=True, text=True, timeout=DRIVER_TIMEOUT + 30,
+            env={**self.env, **env}, capture_output=True, text=True, timeout=timeout + 30,
         )
         print(f"{what}: {time.monotonic() - start:.1f} s\n{r.stdout}")
         assert r.returncode == 0, f"{what} failed ({r.returncode}):\n{r.stdout[-5000:]}\n{r.stderr[-8000:]}"
@@ -181,11 +190,11 @@ def connect(address: str) -> dict[str, str]:
     return names
 
 
-def driver_alarm() -> None:
+def driver_alarm(seconds: float = DRIVER_TIMEOUT) -> None:
     """A driver never outlives its test."""
     import signal
 
-    signal.alarm(int(DRIVER_TIMEOUT))
+    signal.alarm(int(seconds))
 
 
 def raylet_of(name: str) -> int:

@@ -133,8 +133,12 @@ def scenario_node_dies() -> None:
         # The sandboxes died with the actor that owned them.
         assert _gone(sandboxes, 10), sandboxes
 
+        actors = {p.actor_pid for p in pool.placement()}
         _, info = pool.reset_one(lost[0])
         assert info["ray_node"] != victim.node_id and info["ray_node"] in names
+        # The live actors have a call for each of their own environments and
+        # none to spare, so the moved one gets an actor of its own there.
+        assert pool.placement()[lost[0]].actor_pid not in actors, (actors, pool.placement())
         pool.reset()
         placement = pool.placement()
         assert all(p.node_id not in ("", victim.node_id) for p in placement), placement
@@ -211,6 +215,31 @@ def scenario_raylet_killed() -> None:
                 raise AssertionError("the cluster still counts the killed node alive after 90 s") from None
             assert not any(node["NodeID"] == victim and node["Alive"] for node in ray.nodes())  # type: ignore[no-untyped-call]
     print("raylet_killed ok")
+
+
+def scenario_concurrent_steps() -> None:
+    """A node's environments step at once when each episode is a coroutine
+    of its own: its actor has a thread for every environment's call. Were
+    the calls queued, the third would miss its deadline and end its episode."""
+    import asyncio
+
+    import gvx.ray
+
+    names = _connect(sys.argv[2])
+    (node_b,) = [node for node, name in names.items() if name == "node_b"]
+    n = 4
+
+    async def main() -> None:
+        # A step's remote call may take step_timeout + grace = 5 s.
+        async with gvx.ray.EnvPool(n, warm=0, step_timeout=3, grace=2, resources_per_env={"node_b": 0.1}) as pool:
+            assert {p.node_id for p in pool.placement()} == {node_b}
+            await pool.reset_async()
+            steps = await asyncio.gather(*(pool.step_one_async(i, f"sleep 2; echo {i}") for i in range(n)))
+            for i, (obs, _, _, truncated, info) in enumerate(steps):
+                assert obs["stdout"] == f"{i}\n" and not truncated and "sandbox_error" not in info, (i, obs, info)
+
+    asyncio.run(main())
+    print("concurrent_steps ok")
 
 
 def scenario_provisioning() -> None:
@@ -465,6 +494,10 @@ def test_killed_raylet_truncates_and_reset_moves(cluster: Cluster) -> None:
         assert "raylet_killed ok" in run(cluster, scenario_raylet_killed)
     finally:
         cluster.add_node("node_c")  # the next tests have three nodes again
+
+
+def test_a_nodes_environments_step_at_once(cluster: Cluster) -> None:
+    assert "concurrent_steps ok" in run(cluster, scenario_concurrent_steps)
 
 
 @pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """gvx.ray.EnvPool: gvx.EnvPool's environments spread over a Ray cluster.
 
-Each node runs one asyncio actor (_NodeHost) that hosts that node's
+Each node runs a threaded actor (_NodeHost) that hosts that node's
 environments as in-process GvxEnvs; the driver's EnvPool places them, sends
 each node its part of a batch in one call, and turns a lost node into
 truncated episodes.
@@ -8,12 +8,11 @@ truncated episodes.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
@@ -37,65 +36,71 @@ class _NodeHost:
     """The actor on one node: it owns that node's environments.
 
     Its sandboxes are children of its worker process, so they die with it,
-    and the actor, not detached, dies with the driver that owns it. It is an
-    asyncio actor, so calls for different environments run at once (one
-    driver batch, or many ``step_one_async`` calls), each environment's work
-    in a thread of its own.
+    and the actor, not detached, dies with the driver that owns it. It is a
+    threaded actor: Ray runs each call in a thread of the actor's own, as
+    many at once as the environments it was made for (see _Host.slots), and
+    a call runs its environment's work in that thread. An asyncio actor
+    would hand every call to its event loop and from there to a thread,
+    which costs a step more than Ray's own call does; a batch still fans out
+    to one thread per environment, the calling thread taking the first.
     """
 
     def __init__(self, env_options: dict[str, Any], pin_cpus: bool) -> None:
         self._recipes = env_options
         self._options: Optional[dict[str, Any]] = None  # env_options once provisioned on this node
-        self._provisioning = asyncio.Lock()
+        self._provisioning = threading.Lock()
         self._pin_cpus = pin_cpus
         self._envs: dict[int, GvxEnv] = {}
         self._added = 0
-        # Threads are made as calls need them: a batch of k environments uses k.
+        # A batch's other environments run here; threads are made as batches need them.
         self._threads = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="gvx-ray-node")
 
-    async def _each(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-        loop = asyncio.get_running_loop()
-        return list(await asyncio.gather(*(loop.run_in_executor(self._threads, fn, item) for item in items)))
+    def _each(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+        """fn of each item, at once; the calling thread runs the first."""
+        rest = [self._threads.submit(fn, item) for item in items[1:]]
+        try:
+            first = [fn(items[0])] if items else []
+        finally:
+            wait(rest)  # every item's work ends before the call returns, even when the first fails
+        return first + [f.result() for f in rest]
 
-    async def add(self, env_ids: list[int]) -> tuple[int, list[Provisioned]]:
+    def add(self, env_ids: list[int]) -> tuple[int, list[Provisioned]]:
         """Makes the environments env_ids, provisioning this node first if need
         be; returns the process that owns their sandboxes and what it provisioned."""
         made: list[Provisioned] = []
-        async with self._provisioning:
+        with self._provisioning:
             if self._options is None:
-                node = ray.get_runtime_context().get_node_id()
-                loop = asyncio.get_running_loop()
-                self._options, made = await loop.run_in_executor(self._threads, provision, node, self._recipes)
-        base: dict[str, Any] = self._options or {}
-        options = []
-        cpus = sorted(os.sched_getaffinity(0))
-        for _ in env_ids:
-            o = dict(base)
-            if self._pin_cpus:
-                o["cpuset"] = [cpus[self._added % len(cpus)]]
-            self._added += 1
-            options.append(o)
-        envs = await self._each(lambda o: GvxEnv(**o), options)
+                self._options, made = provision(ray.get_runtime_context().get_node_id(), self._recipes)
+            base: dict[str, Any] = self._options
+            options = []
+            cpus = sorted(os.sched_getaffinity(0))
+            for _ in env_ids:
+                o = dict(base)
+                if self._pin_cpus:
+                    o["cpuset"] = [cpus[self._added % len(cpus)]]
+                self._added += 1
+                options.append(o)
+        envs = self._each(lambda o: GvxEnv(**o), options)
         self._envs.update(zip(env_ids, envs))
         return os.getpid(), made
 
-    async def reset(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> list[_Reset]:
-        return await self._each(lambda item: self._envs[item[0]].reset(seed=item[1], options=item[2]), items)
+    def reset(self, items: list[tuple[int, Optional[int], Optional[dict[str, Any]]]]) -> list[_Reset]:
+        return self._each(lambda item: self._envs[item[0]].reset(seed=item[1], options=item[2]), items)
 
-    async def step(self, items: list[tuple[int, str]]) -> list[_Step]:
+    def step(self, items: list[tuple[int, str]]) -> list[_Step]:
         def one(item: tuple[int, str]) -> _Step:
             obs, reward, terminated, truncated, info = self._envs[item[0]].step(item[1])
             return obs, float(reward), terminated, truncated, info
 
-        return await self._each(one, items)
+        return self._each(one, items)
 
-    async def warm(self) -> int:
+    def warm(self) -> int:
         """How many prepared sandboxes wait, ready, in this node's environments."""
-        return sum(env.ready for env in self._envs.values())
+        return sum(env.ready for env in list(self._envs.values()))
 
-    async def close(self) -> None:
+    def close(self) -> None:
         envs, self._envs = list(self._envs.values()), {}
-        await self._each(lambda e: e.close(), envs)
+        self._each(lambda e: e.close(), envs)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class _Host:
     node_id: str
     address: str
     pid: int
+    slots: int  # how many environments the actor was made for: one call at a time each
     envs: list[int] = field(default_factory=list)
     error: str = ""  # why the actor is no longer used; "" while it is
 
@@ -232,11 +238,13 @@ class EnvPool:
     def _place(self, envs: list[int], avoid: set[str]) -> Plan[None]:
         """Starts envs on alive nodes, spread evenly, preferring nodes not in avoid.
 
-        Without a resource demand an environment joins the node's live actor;
-        with one a new actor reserves the resources for the environments it gets,
-        since an actor's reservation cannot grow. A node whose actor dies while
-        starting (the cluster may not yet know the node is gone) is left out and
-        its environments go to the others, within the same start_timeout.
+        Without a resource demand an environment joins the node's live actor
+        if that actor has a call to spare for it (its threads are fixed when
+        it is made); otherwise, and always with a demand, a new actor is made
+        for the environments it gets, since an actor's reservation cannot grow.
+        A node whose actor dies while starting (the cluster may not yet know
+        the node is gone) is left out and its environments go to the others,
+        within the same start_timeout.
         """
         deadline = time.monotonic() + self._start_timeout
         failed: dict[str, str] = {}  # node: why its actor did not start
@@ -250,7 +258,7 @@ class EnvPool:
             # the pool waits, with one deadline for all.
             calls, hosts, batches = [], [], []
             for nid, batch in plan.items():
-                live = None if self._demand else next((h for h in self._hosts if h.node_id == nid and not h.error), None)
+                live = None if self._demand else next((h for h in self._hosts if self._joins(h, nid, batch)), None)
                 host = live if live is not None else self._start_host(nid, addresses[nid], len(batch))
                 calls.append(Call(host.name(), host.actor.add.remote(batch), deadline))
                 hosts.append(host)
@@ -274,6 +282,11 @@ class EnvPool:
             if envs and time.monotonic() >= deadline:
                 raise errors.GvxError(self._no_start(failed))
             envs.sort()
+
+    @staticmethod
+    def _joins(host: _Host, node_id: str, batch: list[int]) -> bool:
+        """Whether batch may join host, a live actor on node_id with calls to spare for it."""
+        return host.node_id == node_id and not host.error and len(host.envs) + len(batch) <= host.slots
 
     def _spread(self, envs: list[int], nodes: list[dict[str, Any]], avoid: set[str]) -> dict[str, list[int]]:
         """Which of nodes each of envs goes to, evenly over the environments
@@ -314,6 +327,9 @@ class EnvPool:
             "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
             "max_restarts": 0,
             "max_task_retries": 0,
+            # One call in flight per environment (a step_one_async coroutine
+            # each), and two to spare for stats and close meanwhile.
+            "max_concurrency": envs + 2,
         }
         if "GPU" in self._demand:
             options["num_gpus"] = envs * self._demand["GPU"]
@@ -325,7 +341,7 @@ class EnvPool:
         if self._runtime_env is not None:
             options["runtime_env"] = self._runtime_env
         actor = ray.remote(_NodeHost).options(**options).remote(self._env_options, self._pin_cpus)
-        host = _Host(actor=actor, node_id=node_id, address=address, pid=0)
+        host = _Host(actor=actor, node_id=node_id, address=address, pid=0, slots=envs)
         self._hosts.append(host)
         return host
 
