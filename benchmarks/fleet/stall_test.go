@@ -22,6 +22,13 @@ import (
 // an unstalled one takes milliseconds, even with 128 sandboxes on 2 cores.
 const stallLimit = 5 * time.Second
 
+// A stall is reported when it begins and again every stallReport, at most
+// stallReports times more.
+const (
+	stallReport  = 10 * time.Second
+	stallReports = 6
+)
+
 // TestBatteryFleetStalls is the battery's stall count (issue 17): fleets of
 // 128 sandboxes, 16 first commands in flight, as benchmarks/fleet runs
 // them — 100 fleets in `make reliability`, one small fleet in `make test`.
@@ -58,13 +65,28 @@ func TestBatteryFleetStalls(t *testing.T) {
 		// host's CPUs were spent since the fleet began, tell a lost wake-up
 		// (sleeping stubs, CPUs idle) from starvation (runnable threads,
 		// CPUs busy or stolen by the hypervisor).
-		OnStall: func(sb *gvx.Sandbox) {
-			tree := benchfmt.Tree(sb.PID())
-			before, took := history.oldest()
-			t.Logf("an exec in rungv %d has taken %v so far (load average %s; CPUs since the fleet began: %s); its threads: %s; in the last %v %s (reading them took %v)",
-				sb.PID(), stallLimit, benchfmt.LoadAvg(), benchfmt.ReadCPUTimes().Since(fleetStart.Load().(benchfmt.CPUTimes)),
-				benchfmt.Threads(tree), time.Since(before.at).Round(time.Millisecond),
-				benchfmt.SchedSince(before.stats, benchfmt.ReadSchedStats(), tree), took)
+		OnStall: func(sb *gvx.Sandbox, done <-chan struct{}) {
+			report := func(took time.Duration) {
+				tree := benchfmt.Tree(sb.PID())
+				before, reading := history.oldest()
+				t.Logf("an exec in rungv %d has taken %v so far (load average %s; CPUs since the fleet began: %s); its threads: %s; in the last %v %s (reading them took %v)",
+					sb.PID(), took, benchfmt.LoadAvg(), benchfmt.ReadCPUTimes().Since(fleetStart.Load().(benchfmt.CPUTimes)),
+					benchfmt.Threads(tree), time.Since(before.at).Round(time.Millisecond),
+					benchfmt.SchedSince(before.stats, benchfmt.ReadSchedStats(), tree), reading)
+			}
+			report(stallLimit)
+			// A stall that goes on is told again, every stallReport, so that
+			// starvation that ends can be told from a wait that does not.
+			tick := time.NewTicker(stallReport)
+			defer tick.Stop()
+			for took := stallLimit + stallReport; took <= stallLimit+stallReports*stallReport; took += stallReport {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					report(took)
+				}
+			}
 		},
 	}
 	start := time.Now()

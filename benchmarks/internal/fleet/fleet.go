@@ -26,8 +26,9 @@ type Config struct {
 	// Stall is how long an exec may take before it counts as a stall.
 	Stall time.Duration
 	// OnStall, if set, is called (on its own goroutine) when an exec has
-	// taken Stall and not yet returned, with that sandbox.
-	OnStall func(sb *gvx.Sandbox)
+	// taken Stall and not yet returned, with that sandbox and a channel
+	// closed when the exec returns.
+	OnStall func(sb *gvx.Sandbox, done <-chan struct{})
 }
 
 // Result holds one fleet's timings, each sorted.
@@ -69,8 +70,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	exec := func(i int) error {
 		if cfg.OnStall != nil {
-			t := time.AfterFunc(cfg.Stall, func() { cfg.OnStall(sbs[i]) })
-			defer t.Stop()
+			done := make(chan struct{})
+			t := time.AfterFunc(cfg.Stall, func() { cfg.OnStall(sbs[i], done) })
+			defer func() {
+				t.Stop()
+				close(done)
+			}()
 		}
 		r, err := sbs[i].Exec(ctx, argv, nil)
 		if err != nil {
