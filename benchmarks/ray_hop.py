@@ -83,7 +83,8 @@ def driver(address: str, n: int, rounds: int) -> None:
         def sleep(self, seconds: float) -> tuple[Any, ...]:
             start = time.perf_counter()
             time.sleep(seconds)
-            return {}, 0.0, False, False, {"wall_time": time.perf_counter() - start}
+            # Shaped as a pool's step of one environment.
+            return [{}], [0.0], [False], [False], [{"wall_time": time.perf_counter() - start}]
 
     rows: list[tuple[str, list[float]]] = []
     # For a step, how much of it was not the environments' own step: the
@@ -103,7 +104,7 @@ def driver(address: str, n: int, rounds: int) -> None:
             start = time.perf_counter()
             _, _, _, _, infos = step()
             took.append(time.perf_counter() - start)
-            inside.append(max(float(i["wall_time"]) for i in (infos if isinstance(infos, list) else [infos])))
+            inside.append(max(float(i["wall_time"]) for i in infos))
             rest.append(took[-1] - inside[-1])
         rows.append((name, took))
         outside[name] = rest
