@@ -6,9 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +33,8 @@ const (
 
 // TestBatteryFleetStalls is the battery's stall count (issue 17): fleets of
 // 128 sandboxes, 16 first commands in flight, as benchmarks/fleet runs
-// them — 100 fleets in `make reliability`, one small fleet in `make test`.
+// them, alone and beside CPU-bound neighbours — 100 fleets of each in `make
+// reliability`, one small fleet of each in `make test`.
 // Every exec that takes longer than stallLimit is a stall and fails the
 // test, with the sandbox's pid for a look at its threads.
 func TestBatteryFleetStalls(t *testing.T) {
@@ -89,32 +92,99 @@ func TestBatteryFleetStalls(t *testing.T) {
 			}
 		},
 	}
-	start := time.Now()
-	stalled, stalls, execs := 0, 0, 0
-	var firstP50, firstMax []time.Duration
-	for f := 0; f < fleets; f++ {
+	// Half the fleets run beside CPU-bound neighbours, one busy loop a CPU,
+	// as a trainer's own workers or another tenant's jobs load a node: in
+	// the test's session (as a trainer's worker processes are) for one
+	// fleet, in sessions of their own for the next. Before each sandbox had
+	// a session of its own, 2-5 fleets in 10 stalled beside them.
+	cpus := runtime.NumCPU()
+	var rows [3]stallRow
+	for f := 0; f < 2*fleets; f++ {
+		kind := f % 2 // 0: quiet
+		if kind == 1 && (f/2)%2 == 1 {
+			kind = 2
+		}
+		var stop func()
+		if kind > 0 {
+			stop = startNeighbours(t, cpus, kind == 2)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		fleetStart.Store(benchfmt.ReadCPUTimes())
+		start := time.Now()
 		res, err := fleetpkg.Run(ctx, cfg)
 		cancel()
+		if stop != nil {
+			stop()
+		}
 		if err != nil {
-			t.Fatalf("fleet %d: %v", f+1, err)
+			t.Fatalf("fleet %d (%s): %v", f+1, stallKinds[kind], err)
 		}
-		execs += len(res.First) + len(res.Second)
-		stalls += res.Stalls
 		if res.Stalls > 0 {
-			stalled++
-			t.Errorf("fleet %d: %d execs took longer than %v (slowest %v)", f+1, res.Stalls, stallLimit, max(res.First[len(res.First)-1], res.Second[len(res.Second)-1]))
+			t.Errorf("fleet %d (%s): %d execs took longer than %v (slowest %v)", f+1, stallKinds[kind], res.Stalls, stallLimit, max(res.First[len(res.First)-1], res.Second[len(res.Second)-1]))
 		}
-		firstP50 = append(firstP50, benchfmt.Percentile(res.First, 50))
-		firstMax = append(firstMax, res.First[len(res.First)-1])
+		rows[kind].add(res, time.Since(start))
 	}
-	battery.Table(t, fmt.Sprintf("fleet stalls (%d sandboxes a fleet, 16 execs in flight, a stall is an exec over %v)", n, stallLimit),
-		[]string{"fleets", "stalled fleets", "execs", "stalled execs", "first exec p50 (median of fleets)", "slowest first exec", "took"},
-		[]string{fmt.Sprint(fleets), fmt.Sprint(stalled), fmt.Sprint(execs), fmt.Sprint(stalls),
-			fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(firstP50, 50))/1e6),
-			fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(firstMax, 100))/1e6),
-			time.Since(start).Round(time.Second).String()})
+	var table [][]string
+	for kind, r := range rows {
+		if r.fleets > 0 {
+			table = append(table, r.cells(stallKinds[kind]))
+		}
+	}
+	battery.Table(t, fmt.Sprintf("fleet stalls (%d sandboxes a fleet, 16 execs in flight, a stall is an exec over %v; neighbours: one busy loop per CPU, %d)", n, stallLimit, cpus),
+		[]string{"beside", "fleets", "stalled fleets", "execs", "stalled execs", "first exec p50 (median of fleets)", "slowest first exec", "took"},
+		table...)
+}
+
+// stallKinds names what the fleets ran beside.
+var stallKinds = [3]string{"nothing", "busy loops in the test's session", "busy loops in sessions of their own"}
+
+// stallRow adds up the fleets of one kind.
+type stallRow struct {
+	fleets, stalled, execs, stalls int
+	firstP50, firstMax             []time.Duration
+	took                           time.Duration
+}
+
+func (r *stallRow) add(res fleetpkg.Result, took time.Duration) {
+	r.fleets++
+	r.execs += len(res.First) + len(res.Second)
+	r.stalls += res.Stalls
+	if res.Stalls > 0 {
+		r.stalled++
+	}
+	r.firstP50 = append(r.firstP50, benchfmt.Percentile(res.First, 50))
+	r.firstMax = append(r.firstMax, res.First[len(res.First)-1])
+	r.took += took
+}
+
+func (r *stallRow) cells(kind string) []string {
+	return []string{kind, fmt.Sprint(r.fleets), fmt.Sprint(r.stalled), fmt.Sprint(r.execs), fmt.Sprint(r.stalls),
+		fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(r.firstP50, 50))/1e6),
+		fmt.Sprintf("%.0f ms", float64(benchfmt.Percentile(r.firstMax, 100))/1e6),
+		r.took.Round(time.Second).String()}
+}
+
+// startNeighbours starts n CPU-bound shell loops, in sessions of their own
+// if ownSessions, and returns a function that kills them and waits.
+func startNeighbours(t *testing.T, n int, ownSessions bool) (stop func()) {
+	t.Helper()
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}
+	for range n {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: ownSessions, Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			stop()
+			t.Fatalf("starting a busy loop: %v", err)
+		}
+		cmds = append(cmds, c)
+	}
+	return stop
 }
 
 // schedHistory keeps the host's scheduler counts of the last while.

@@ -98,8 +98,14 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// The sandbox dies with the caller, whatever kills the caller.
 		Pdeathsig: syscall.SIGKILL,
-		// Terminal signals (Ctrl-C) go to the caller, which decides.
-		Setpgid: true,
+		// A session of its own: terminal signals (Ctrl-C) go to the
+		// caller, which decides; and where the kernel groups tasks by
+		// session for fair scheduling (autogroup), each sandbox is weighed
+		// as one group, as a container's cgroup is. With every sandbox's
+		// Sentry in the caller's session, CPU-bound neighbours starved
+		// whole fleets for tens of seconds (benchmarks/README, "Fleet
+		// stalls"); gVisor already gives each stub process a session.
+		Setsid: true,
 	}
 	err = startChild(cmd)
 	// The child has its copy; ours must go, or a child that dies early

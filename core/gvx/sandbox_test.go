@@ -17,6 +17,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
@@ -384,6 +385,36 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	}
 	if _, err := sb.Exec(context.Background(), []string{"true"}, nil); !control.IsCode(err, control.CodeUnavailable) {
 		t.Errorf("exec after Close: %v", err)
+	}
+}
+
+// TestEachSandboxIsASessionOfItsOwn: rungv runs in a session of its own,
+// so that the kernel's autogroup scheduling weighs each sandbox as one
+// group rather than every sandbox of the caller as one (the fleet stalls
+// under CPU-bound neighbours, benchmarks/README).
+func TestEachSandboxIsASessionOfItsOwn(t *testing.T) {
+	a, b := newSandbox(t, config()), newSandbox(t, config())
+	for _, sb := range []*Sandbox{a, b} {
+		sid, err := unix.Getsid(sb.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sid != sb.PID() {
+			t.Errorf("rungv %d is in session %d; want a session of its own", sb.PID(), sid)
+		}
+	}
+	group := func(pid string) string {
+		b, err := os.ReadFile("/proc/" + pid + "/autogroup")
+		if err != nil {
+			return "" // a kernel without autogroups
+		}
+		return strings.Fields(string(b))[0]
+	}
+	if self := group("self"); self != "" {
+		ga, gb := group(fmt.Sprint(a.PID())), group(fmt.Sprint(b.PID()))
+		if ga == self || gb == self || ga == gb {
+			t.Errorf("autogroups: this process %s, sandboxes %s and %s; want three different", self, ga, gb)
+		}
 	}
 }
 
