@@ -98,15 +98,12 @@ func TestBatteryFleetStalls(t *testing.T) {
 	// fleet, in sessions of their own for the next. Before each sandbox had
 	// a session of its own, 2-5 fleets in 10 stalled beside them.
 	cpus := runtime.NumCPU()
-	var rows [3]stallRow
+	var rows [len(stallKinds)]stallRow
 	for f := 0; f < 2*fleets; f++ {
-		kind := f % 2 // 0: quiet
-		if kind == 1 && (f/2)%2 == 1 {
-			kind = 2
-		}
+		kind := stallCycle[f%len(stallCycle)]
 		var stop func()
-		if kind > 0 {
-			stop = startNeighbours(t, cpus, kind == 2)
+		if kind != alone {
+			stop = startNeighbours(t, cpus, kind == besideOwnSessions)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		fleetStart.Store(benchfmt.ReadCPUTimes())
@@ -135,8 +132,18 @@ func TestBatteryFleetStalls(t *testing.T) {
 		table...)
 }
 
-// stallKinds names what the fleets ran beside.
-var stallKinds = [3]string{"nothing", "busy loops in the test's session", "busy loops in sessions of their own"}
+// What a fleet runs beside, and the order the fleets take them in: every
+// other fleet alone, the rest beside busy loops in either kind of session.
+const (
+	alone = iota
+	besideTestSession
+	besideOwnSessions
+)
+
+var (
+	stallKinds = [...]string{alone: "nothing", besideTestSession: "busy loops in the test's session", besideOwnSessions: "busy loops in sessions of their own"}
+	stallCycle = [...]int{alone, besideTestSession, alone, besideOwnSessions}
+)
 
 // stallRow adds up the fleets of one kind.
 type stallRow struct {
