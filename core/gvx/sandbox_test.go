@@ -428,6 +428,35 @@ func TestEachSandboxIsASessionOfItsOwn(t *testing.T) {
 	}
 }
 
+// TestSandboxEndedFromOutsideSaysHow: a sandbox that ends because its
+// control connection closed without a shutdown, or because rungv got a
+// signal, says which in the error of the next call, so that such an end
+// in a fleet explains itself.
+func TestSandboxEndedFromOutsideSaysHow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(sb *Sandbox)
+		want string
+	}{
+		{"connection closed", func(sb *Sandbox) { sb.client.Close() }, "the caller closed the control connection without a shutdown"},
+		{"SIGTERM", func(sb *Sandbox) { syscall.Kill(sb.PID(), syscall.SIGTERM) }, "received SIGTERM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newSandbox(t, config())
+			tc.end(sb)
+			select {
+			case <-sb.exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("rungv %d still runs 30 s after its end began", sb.PID())
+			}
+			_, err := sb.Exec(context.Background(), []string{"true"}, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("exec after the sandbox ended: %v; want the error to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestRungvKilledIsReported(t *testing.T) {
 	sb := newSandbox(t, config())
 	syscall.Kill(sb.PID(), syscall.SIGKILL)

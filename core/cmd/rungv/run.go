@@ -406,6 +406,12 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		case sig := <-sigs:
 			// Forward to init; a stop follows for the signals that end
 			// things, so a guest that ignores them still goes.
+			if ctl.conn != nil {
+				// Started by a program, which keeps stderr's tail for
+				// its errors: a sandbox that ends this way says so. A
+				// person at a terminal pressed the key and knows.
+				fmt.Fprintf(os.Stderr, "rungv: received %v; passed it to the sandbox's init\n", unix.SignalName(sig.(syscall.Signal)))
+			}
 			p.Signal(sig.(syscall.Signal))
 			if sig != syscall.SIGHUP {
 				stopper.deadline()
@@ -830,12 +836,17 @@ func (c *controlEndpoint) serve(ctx context.Context, srv *control.Server, gone f
 		go srv.Serve(ctx, c.listener)
 	case c.conn != nil:
 		srv.ServeConnAsync(ctx, c.conn, func(err error) {
-			if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				fmt.Fprintln(os.Stderr, "rungv: control connection:", err)
+			if ctx.Err() != nil {
+				return // the sandbox ended first
 			}
-			if ctx.Err() == nil {
-				gone()
+			// Said on stderr, whose tail the caller keeps for its
+			// errors, so that a sandbox ended this way says why.
+			if err == nil || errors.Is(err, io.EOF) {
+				fmt.Fprintln(os.Stderr, "rungv: the caller closed the control connection without a shutdown (its process ended, or its end of the connection was closed); stopping the sandbox")
+			} else {
+				fmt.Fprintf(os.Stderr, "rungv: control connection: %v; stopping the sandbox\n", err)
 			}
+			gone()
 		})
 	}
 }
