@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy|episode|ray]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy|episode|ray|work]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -218,14 +218,26 @@ ray_hop() {
 		.venv/bin/python benchmarks/ray_hop.py -n "${N:-300}" -rounds "${ROUNDS:-5}"
 }
 
+# Work per core: click's test suite, N copies at once, under gvx, host
+# Docker and runsc (same image, same command, same run).
+work() {
+	local runsc py_docker=()
+	runsc=$(runsc_bin)
+	host_docker && py_docker=(--docker)
+	echo "== work per core: a test suite, N copies at once"
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/work_per_core.py --runsc "$runsc" "${py_docker[@]}" --no-spin --profile --ns "${NS:-1,2,4,8,16}" --rounds "${ROUNDS:-2}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy episode ray)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy episode ray work)
 for t in "${targets[@]}"; do
 	case "$t" in
 	erofs | startup | net | volume | fleet | copy) "$t" ;;
 	docker) docker_inside ;;
 	episode) episode ;;
 	ray) ray_hop ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy, episode, ray)" >&2; exit 2 ;;
+	work) work ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy, episode, ray, work)" >&2; exit 2 ;;
 	esac
 done
