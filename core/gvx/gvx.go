@@ -44,15 +44,18 @@ type SpinMode int
 
 // Spin modes.
 const (
-	// SpinAuto spins while no more than twice as many sandboxes as there
-	// are CPUs spin on this host, the new one included, whichever processes
-	// started them, and sleeps beyond that. Spinning makes a lone busy
-	// sandbox's system calls several times faster; with more busy sandboxes
-	// than CPUs the spinners take the CPU that the others need (figures in
-	// benchmarks/README). Twice, not once: a sandbox that waits in a warm
-	// pool is alive but not busy, and an environment with a pool of two on
-	// 2 CPUs should still spin. $GVX_SPIN, if set, decides for the
-	// sandboxes SpinAuto would let spin.
+	// SpinAuto spins when the host has a CPU to spare as the sandbox
+	// starts (fewer threads running or waiting for a CPU, besides the
+	// caller, than there are CPUs) and no more than twice as many sandboxes
+	// as there are CPUs spin on this host, the new one included, whichever
+	// processes started them; otherwise it sleeps. Spinning makes a lone
+	// busy sandbox's system calls several times faster; with more busy
+	// sandboxes than CPUs the spinners take the CPU that the others need,
+	// for the whole life of the sandbox (figures in benchmarks/README).
+	// Twice, not once: a sandbox that waits in a warm pool is alive but not
+	// busy, and an environment with a pool of two on 2 CPUs should still
+	// spin. $GVX_SPIN, if set, decides for the sandboxes SpinAuto would let
+	// spin.
 	SpinAuto SpinMode = iota
 	SpinOn
 	SpinOff

@@ -4,14 +4,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// The spin budget. SpinAuto lets a sandbox spin only while no more than
-// twice as many sandboxes as there are CPUs hold a spin slot on this host, in
-// any process: a Ray node's actors, several drivers and the tests' cluster
+// The spin budget. SpinAuto lets a sandbox spin only when the host has a
+// CPU to spare as it starts (hostBusy), and only while no more than twice
+// as many sandboxes as there are CPUs hold a spin slot on this host, in any
+// process: a Ray node's actors, several drivers and the tests' cluster
 // of raylets share the CPUs, and a budget per process would let each of them
 // spin its own first sandboxes until the spinners starve the rest.
 //
@@ -55,6 +60,9 @@ func takeSpinSlot() (release func(), spin bool) {
 		return func() {}, false // rungv would not spin; a slot would be wasted
 	}
 	cpus := usableCPUs()
+	if hostBusy(cpus) {
+		return func() {}, false
+	}
 	dir, err := spinSlotDir()
 	if err != nil {
 		live := liveSandboxes.Add(1)
@@ -71,6 +79,44 @@ func takeSpinSlot() (release func(), spin bool) {
 		unix.Close(fd)
 	}
 	return func() {}, false
+}
+
+// runnableThreads returns how many threads on the host are running or
+// waiting for a CPU now, this one included (procs_running in /proc/stat),
+// or -1 if it cannot tell. Tests replace it.
+var runnableThreads = func() int {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "procs_running "); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// hostBusy reports whether the host's CPUs are taken: whether, besides the
+// caller, at least as many threads as cpus are running or waiting to, in
+// the middle of three readings a few hundred µs apart (one reading catches
+// passing kernel threads). A spinning sandbox gains only with a CPU to
+// spare; on a busy host its spinning threads take CPU the others need,
+// and since the choice holds for the sandbox's life, a fleet's first
+// sandboxes would spin through every later one's work (benchmarks/README,
+// "Work per core").
+func hostBusy(cpus int) bool {
+	var reads [3]int
+	for i := range reads {
+		if i > 0 {
+			time.Sleep(300 * time.Microsecond)
+		}
+		reads[i] = runnableThreads()
+	}
+	slices.Sort(reads[:])
+	return reads[1]-1 >= cpus
 }
 
 // spinSlotDir returns the directory of the host's spin slots, made if

@@ -17,10 +17,40 @@ func useSpinBudget(t *testing.T) string {
 		t.Skipf(spinEnv+"=%s decides for the sandboxes SpinAuto lets spin", v)
 	}
 	dir := t.TempDir()
-	old := spinDir
+	old, oldRunnable := spinDir, runnableThreads
 	spinDir = dir
-	t.Cleanup(func() { spinDir = old })
+	// An idle host, whatever else this one runs meanwhile.
+	runnableThreads = func() int { return 1 }
+	t.Cleanup(func() { spinDir, runnableThreads = old, oldRunnable })
 	return dir
+}
+
+// TestSpinAutoOnBusyHost: on a host whose CPUs are all taken by others, a
+// sandbox does not spin and leaves the slots alone; with one CPU to spare
+// it spins.
+func TestSpinAutoOnBusyHost(t *testing.T) {
+	dir := useSpinBudget(t)
+	cpus := usableCPUs()
+	for _, tc := range []struct {
+		others int
+		want   bool
+	}{{cpus, false}, {cpus - 1, true}} {
+		runnableThreads = func() int { return 1 + tc.others }
+		sb := newSandbox(t, config())
+		if got := sb.Info().Spinning; got != tc.want {
+			t.Errorf("%d other threads running on %d CPUs: spinning %v, want %v", tc.others, cpus, got, tc.want)
+		}
+		fd, err := unix.Open(filepath.Join(dir, "slot-0"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		free := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil
+		unix.Close(fd)
+		if free == tc.want {
+			t.Errorf("%d other threads running: slot-0 free %v after the sandbox started; want it held only by a spinning sandbox", tc.others, free)
+		}
+		sb.Close()
+	}
 }
 
 // TestSpinAuto: with SpinAuto a sandbox spins only while no more than twice
