@@ -265,10 +265,10 @@ def gvx_components(n: int, one: Callable[[int], None], tests: int) -> None:
     def sample() -> None:
         while not done.is_set():
             procs = {}
-            for pid in os.listdir("/proc"):
-                if pid.isdigit():
+            for name in os.listdir("/proc"):
+                if name.isdigit():
                     try:
-                        procs[int(pid)] = parent_and_times(pid)
+                        procs[int(name)] = parent_and_times(name)
                     except (OSError, ValueError):
                         pass  # gone meanwhile
             sentries = {pid for pid, (ppid, _, _) in procs.items() if ppid == me}
