@@ -77,9 +77,9 @@ void gvx_free(void *p);
  *   "spin": bool or null       systrap's threads spin while guest and Sentry wait
  *                              for each other: faster system calls for a lone busy
  *                              sandbox, CPU taken from the others when more are busy
- *                              than there are CPUs. null (default): spin when the
- *                              host has a CPU to spare as the sandbox starts and
- *                              no more than twice as many sandboxes as the host
+ *                              than there are CPUs. null (default): spin unless the
+ *                              host's CPUs are oversubscribed as the sandbox starts,
+ *                              and while no more than twice as many sandboxes as the host
  *                              has usable CPUs spin, in any process
  *   "network": string          "none" (loopback only) or "nat" (eth0 with a user-space NAT)
  *   "ports": [object]          published guest ports: {"guest_port", and "host_path"

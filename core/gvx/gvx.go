@@ -44,9 +44,9 @@ type SpinMode int
 
 // Spin modes.
 const (
-	// SpinAuto spins when the host has a CPU to spare as the sandbox
-	// starts (fewer threads running or waiting for a CPU, besides the
-	// caller, than there are CPUs) and no more than twice as many sandboxes
+	// SpinAuto spins unless the host's CPUs are oversubscribed as the
+	// sandbox starts (twice as many threads running or waiting for a CPU,
+	// besides the caller, as there are CPUs) and while no more than twice as many sandboxes
 	// as there are CPUs spin on this host, the new one included, whichever
 	// processes started them; otherwise it sleeps. Spinning makes a lone
 	// busy sandbox's system calls several times faster; with more busy

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The spin budget. SpinAuto lets a sandbox spin only when the host has a
-// CPU to spare as it starts (hostBusy), and only while no more than twice
+// The spin budget. SpinAuto lets a sandbox spin only when the host's CPUs
+// are not oversubscribed as it starts (hostBusy), and only while no more than twice
 // as many sandboxes as there are CPUs hold a spin slot on this host, in any
 // process: a Ray node's actors, several drivers and the tests' cluster
 // of raylets share the CPUs, and a budget per process would let each of them
@@ -99,11 +99,15 @@ var runnableThreads = func() int {
 	return -1
 }
 
-// hostBusy reports whether the host's CPUs are taken: whether, besides the
-// caller, at least as many threads as cpus are running or waiting to, in
-// the middle of three readings a few hundred µs apart (one reading catches
-// passing kernel threads). A spinning sandbox gains only with a CPU to
-// spare; on a busy host its spinning threads take CPU the others need,
+// hostBusy reports whether the host's CPUs are oversubscribed: whether,
+// besides the caller, at least twice as many threads as cpus are running
+// or waiting to, in the middle of three readings a few hundred µs apart
+// (one reading catches passing kernel threads). Twice, not once: a lone
+// environment's next sandbox starts while its previous one shuts down,
+// which alone keeps a few threads runnable, while a node busy with more
+// sandboxes than CPUs keeps about five per CPU runnable (benchmarks/README).
+// A spinning sandbox gains only with a CPU to spare; on a busy host its
+// spinning threads take CPU the others need,
 // and since the choice holds for the sandbox's life, a fleet's first
 // sandboxes would spin through every later one's work (benchmarks/README,
 // "Work per core").
@@ -116,7 +120,7 @@ func hostBusy(cpus int) bool {
 		reads[i] = runnableThreads()
 	}
 	slices.Sort(reads[:])
-	return reads[1]-1 >= cpus
+	return reads[1]-1 >= 2*cpus
 }
 
 // spinSlotDir returns the directory of the host's spin slots, made if

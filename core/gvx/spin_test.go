@@ -25,16 +25,16 @@ func useSpinBudget(t *testing.T) string {
 	return dir
 }
 
-// TestSpinAutoOnBusyHost: on a host whose CPUs are all taken by others, a
-// sandbox does not spin and leaves the slots alone; with one CPU to spare
-// it spins.
+// TestSpinAutoOnBusyHost: on a host whose CPUs others oversubscribe twice
+// over, a sandbox does not spin and leaves the slots alone; with one
+// runnable thread fewer it spins.
 func TestSpinAutoOnBusyHost(t *testing.T) {
 	dir := useSpinBudget(t)
 	cpus := usableCPUs()
 	for _, tc := range []struct {
 		others int
 		want   bool
-	}{{cpus, false}, {cpus - 1, true}} {
+	}{{2 * cpus, false}, {2*cpus - 1, true}} {
 		runnableThreads = func() int { return 1 + tc.others }
 		sb := newSandbox(t, config())
 		if got := sb.Info().Spinning; got != tc.want {

@@ -206,8 +206,8 @@ class Sandbox:
     ``spin`` lets systrap's threads spin while the guest and the Sentry wait for
     each other: a lone busy sandbox's system calls run 2–5× faster, but with more
     busy sandboxes than CPUs the spinners take the CPU the others need. ``None``
-    (the default) spins when the host has a CPU to spare as the sandbox starts,
-    and while no more than twice as many sandboxes as the host has usable CPUs
+    (the default) spins unless the host's CPUs are oversubscribed as the
+    sandbox starts, and while no more than twice as many sandboxes as the host has usable CPUs
     spin, counted across every process on the host that starts them;
     ``info.spinning`` says what a sandbox does.
 
