@@ -177,6 +177,7 @@ class GvxEnv(_Base):  # type: ignore[misc]
         # neither a boot nor a shutdown is on the caller's path.
         self._preparer = ThreadPoolExecutor(max_workers=max(1, self.warm), thread_name_prefix="gvx-env-prepare")
         self._retirer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gvx-env-retire")
+        self._retiring: Optional["Future[None]"] = None  # the last sandbox given to the retirer
         self._lock = threading.Lock()
         self._steps = 0
         self._last: Optional[tuple[str, ExecResult]] = None
@@ -184,7 +185,13 @@ class GvxEnv(_Base):  # type: ignore[misc]
 
     # The sandbox life cycle.
 
-    def _prepare(self) -> Sandbox:
+    def _prepare(self, after: Optional["Future[None]"] = None) -> Sandbox:
+        if after is not None:
+            # A sandbox prepared for later starts once the one before it has
+            # shut down: a shutdown keeps the host's CPUs busy for a moment,
+            # which the new sandbox would take for a loaded host and not spin
+            # for its whole life (see Sandbox's spin).
+            wait([after])
         options = dict(self.sandbox_options)
         clone: Optional[Volume] = None
         if self.golden is not None:
@@ -233,11 +240,11 @@ class GvxEnv(_Base):  # type: ignore[misc]
     def _top_up(self) -> None:
         """Starts preparing sandboxes until `warm` are on their way."""
         while len(self._next) < self.warm:
-            self._next.append(self._preparer.submit(self._prepare))
+            self._next.append(self._preparer.submit(self._prepare, self._retiring))
 
     def _retire(self, sb: Optional[Sandbox]) -> None:
         if sb is not None:
-            self._retirer.submit(self._close_and_discard, sb)
+            self._retiring = self._retirer.submit(self._close_and_discard, sb)
 
     @property
     def ready(self) -> int:

@@ -123,6 +123,32 @@ def test_warm_reset_hands_over_a_prepared_sandbox() -> None:
         assert info["reset_time"] < 0.5, info  # a hand-over, not a boot (generous for loaded CI)
 
 
+def test_next_sandbox_starts_after_the_last_one_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox a reset prepares for later starts once the episode's old
+    sandbox has shut down, so that its spin choice does not take that
+    shutdown for a loaded host (a lone environment's sandboxes kept
+    spinning in 20 of 20 episodes with this, 14 of 20 without)."""
+    events: list[str] = []
+
+    class Recorded(gvx.Sandbox):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            events.append("start")
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+        def close(self) -> None:
+            super().close()
+            events.append("closed")
+
+    monkeypatch.setattr(gvx.env, "Sandbox", Recorded)
+    with gvx.GvxEnv(warm=1) as env:
+        env.reset()
+        env._next[0].result(timeout=60)
+        del events[:]
+        env.reset()
+        env._next[0].result(timeout=60)
+        assert events == ["closed", "start"], events
+
+
 def test_warm_pool_depth_serves_back_to_back_resets() -> None:
     """warm=3 keeps three sandboxes prepared, so three resets in a row are all
     hand-overs (with one prepared sandbox, the second would wait for a boot)."""
