@@ -101,26 +101,28 @@ var runnableThreads = func() int {
 
 // hostBusy reports whether the host's CPUs are oversubscribed: whether,
 // besides the caller, at least twice as many threads as cpus are running
-// or waiting to, in the middle of three readings a few hundred µs apart
-// (one reading catches passing kernel threads). Twice, not once: a lone
-// environment's next sandbox starts while its previous one shuts down,
-// which alone keeps a few threads runnable, while a node busy with more
-// sandboxes than CPUs keeps about five per CPU runnable (benchmarks/README).
-// A spinning sandbox gains only with a CPU to spare; on a busy host its
-// spinning threads take CPU the others need,
-// and since the choice holds for the sandbox's life, a fleet's first
-// sandboxes would spin through every later one's work (benchmarks/README,
-// "Work per core").
+// or waiting to. A reading under the line answers at once, so a start on a
+// quiet host pays one read; one over it is checked with two more a few
+// hundred µs apart and the middle one counts, so that passing kernel
+// threads do not decide. Twice, not once: a sandbox that starts while
+// another shuts down sees a few threads runnable for a moment, while a
+// node busy with more sandboxes than CPUs keeps about five per CPU
+// runnable (benchmarks/README, "Work per core"). A spinning sandbox gains
+// only with a CPU to spare; on a busy host its spinning threads take CPU
+// the others need, and since the choice holds for the sandbox's life, a
+// fleet's first sandboxes would spin through every later one's work.
 func hostBusy(cpus int) bool {
-	var reads [3]int
-	for i := range reads {
-		if i > 0 {
-			time.Sleep(300 * time.Microsecond)
-		}
+	busy := func(runnable int) bool { return runnable-1 >= 2*cpus }
+	reads := [3]int{runnableThreads()}
+	if !busy(reads[0]) {
+		return false
+	}
+	for i := 1; i < len(reads); i++ {
+		time.Sleep(300 * time.Microsecond)
 		reads[i] = runnableThreads()
 	}
 	slices.Sort(reads[:])
-	return reads[1]-1 >= 2*cpus
+	return busy(reads[1])
 }
 
 // spinSlotDir returns the directory of the host's spin slots, made if
