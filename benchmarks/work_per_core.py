@@ -46,6 +46,9 @@ from typing import Callable, Optional
 
 import gvx
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "tests"))
+from conftest import descendants, sandboxes_of  # noqa: E402
+
 CLICK = "8.1.7"
 SUITE = f"click {CLICK}"
 COMMAND = "cd /work/click && python3 -m pytest -q -p no:cacheprovider tests"
@@ -200,13 +203,19 @@ def checked(what: str, code: int, out: str) -> None:
         raise RuntimeError(f"{what}: the suite did not pass (exit {code}):\n{out[-2000:]}")
 
 
+def run_in_gvx(ref: str, spin: Optional[bool] = None, cpuset: Optional[list[int]] = None) -> str:
+    """One copy of the suite in a sandbox of its own; returns its output."""
+    with gvx.Sandbox(ref, spin=spin, cpuset=cpuset) as sb:
+        r = sb.exec(COMMAND, timeout=RUN_TIMEOUT, max_output=1 << 20)
+    checked("gvx", r.exit_code, r.stdout + r.stderr)
+    return r.stdout
+
+
 def gvx_engine(ref: str, spin: Optional[bool] = None, pin: bool = False) -> Callable[[int], None]:
     cpus = sorted(os.sched_getaffinity(0))
 
     def one(i: int) -> None:
-        with gvx.Sandbox(ref, spin=spin, cpuset=[cpus[i % len(cpus)]] if pin else None) as sb:
-            r = sb.exec(COMMAND, timeout=RUN_TIMEOUT, max_output=1 << 20)
-            checked("gvx", r.exit_code, r.stdout + r.stderr)
+        run_in_gvx(ref, spin, [cpus[i % len(cpus)]] if pin else None)
 
     return one
 
@@ -221,10 +230,7 @@ def command_engine(argv: list[str], what: str) -> Callable[[int], None]:
 
 def tests_in_suite(ref: str) -> int:
     """How many tests pass in one copy (from a gvx run's summary line)."""
-    with gvx.Sandbox(ref) as sb:
-        r = sb.exec(COMMAND, timeout=RUN_TIMEOUT, max_output=1 << 20)
-    checked("gvx", r.exit_code, r.stdout + r.stderr)
-    words = r.stdout.strip().splitlines()[-1].replace(",", " ").split()
+    words = run_in_gvx(ref).strip().splitlines()[-1].replace(",", " ").split()
     return int(words[words.index("passed") - 1])
 
 
@@ -257,29 +263,15 @@ def gvx_components(n: int, one: Callable[[int], None], tests: int) -> None:
     last: dict[int, tuple[str, int, int]] = {}
     done = threading.Event()
 
-    def parent_and_times(pid: str) -> tuple[int, int, int]:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        fields = text[text.rindex(")") + 2:].split()
-        return int(fields[1]), int(fields[11]), int(fields[12])
-
     def sample() -> None:
         while not done.is_set():
-            procs = {}
-            for name in os.listdir("/proc"):
-                if name.isdigit():
-                    try:
-                        procs[int(name)] = parent_and_times(name)
-                    except (OSError, ValueError):
-                        pass  # gone meanwhile
-            sentries = {pid for pid, (ppid, _, _) in procs.items() if ppid == me}
-            for pid, (ppid, user, system) in procs.items():
-                ancestor, hops = ppid, 0
-                while ancestor not in sentries and ancestor in procs and hops < 16:
-                    ancestor, hops = procs[ancestor][0], hops + 1
-                if pid in sentries:
-                    last[pid] = ("Sentry", user, system)
-                elif ancestor in sentries:
-                    last[pid] = ("stubs", user, system)
+            sentries = set(sandboxes_of(me))
+            for pid in descendants(me):
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue  # gone meanwhile
+                last[pid] = ("Sentry" if pid in sentries else "stubs", int(fields[11]), int(fields[12]))
             done.wait(0.2)
 
     sampler = threading.Thread(target=sample)
