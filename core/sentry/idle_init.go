@@ -18,21 +18,40 @@ const idleInitName = "gvx-init"
 // image (no shell), reaps orphaned processes, and exits with status 0 on
 // SIGTERM or SIGINT, so Shutdown is graceful. Otherwise it is like Start.
 func (s *Sandbox) StartIdle() (*Process, error) {
-	exe, err := s.idleInitFile()
+	init, err := idleInitELF()
+	if err != nil {
+		return nil, err
+	}
+	exe, err := s.idleInitFile(init.elf)
 	if err != nil {
 		return nil, err
 	}
 	defer exe.DecRef(s.k.SupervisorContext())
-	return s.start(&ProcessSpec{Argv: []string{idleInitName}, noStdio: true}, exe)
+	p, err := s.start(&ProcessSpec{Argv: []string{idleInitName}, noStdio: true}, exe)
+	if err != nil {
+		return nil, err
+	}
+	// The init installs these actions as its first instructions, but a
+	// signal that came before it ran them would take the default action:
+	// a SIGTERM right after start would end it with status 143 instead of
+	// 0. Installing the same actions here, before the caller can send one,
+	// closes that window.
+	exit := linux.SigAction{Handler: init.exitHandler, Flags: linux.SA_RESTORER, Restorer: init.exitHandler}
+	for sig, act := range map[linux.Signal]linux.SigAction{
+		linux.SIGTERM: exit,
+		linux.SIGINT:  exit,
+		linux.SIGCHLD: {Handler: linux.SIG_IGN, Flags: linux.SA_RESTORER, Restorer: init.exitHandler},
+	} {
+		if _, err := p.tg.SetSigAction(sig, &act); err != nil {
+			return nil, fmt.Errorf("sentry: setting the idle init's action for %v: %w", sig, err)
+		}
+	}
+	return p, nil
 }
 
 // idleInitFile writes the idle init executable to a private tmpfs, one no
 // guest mount namespace contains, and opens it for execution.
-func (s *Sandbox) idleInitFile() (*vfs.FileDescription, error) {
-	elf, err := idleInitELF()
-	if err != nil {
-		return nil, err
-	}
+func (s *Sandbox) idleInitFile(elf []byte) (*vfs.FileDescription, error) {
 	ctx := s.k.SupervisorContext()
 	creds := auth.NewRootCredentials(s.k.RootUserNamespace())
 	vfsObj := s.k.VFS()

@@ -7,13 +7,20 @@ import (
 	"z.gfire.dev/gvx/core/internal/tinyelf"
 )
 
-// idleInitELF returns a static x86-64 executable for the built-in idle
-// init (StartIdle): it ignores SIGCHLD, so the kernel reaps orphans at
-// once, exits with status 0 on SIGTERM or SIGINT, and otherwise sleeps in
-// pause(2). 230 bytes, no libc, nothing from the image.
-func idleInitELF() ([]byte, error) {
+// idleInit is the built-in idle init (StartIdle): a static x86-64
+// executable that ignores SIGCHLD, so the kernel reaps orphans at once,
+// exits with status 0 on SIGTERM or SIGINT, and otherwise sleeps in
+// pause(2). No libc, nothing from the image.
+type idleInit struct {
+	elf []byte
+	// exitHandler is the address of the handler that exits with status 0,
+	// also its sa_restorer.
+	exitHandler uint64
+}
+
+func idleInitELF() (idleInit, error) {
 	if runtime.GOARCH != "amd64" {
-		return nil, fmt.Errorf("sentry: the built-in idle init exists for amd64 only, not %s", runtime.GOARCH)
+		return idleInit{}, fmt.Errorf("sentry: the built-in idle init exists for amd64 only, not %s", runtime.GOARCH)
 	}
 	const (
 		sysRtSigaction = 13
@@ -54,7 +61,11 @@ func idleInitELF() ([]byte, error) {
 	a.Abs64("handler", tinyelf.CodeAddr).U64(saRestorer).Abs64("handler", tinyelf.CodeAddr).U64(0)
 	code, err := a.Link()
 	if err != nil {
-		return nil, err
+		return idleInit{}, err
 	}
-	return tinyelf.Executable(code), nil
+	handler, err := a.Addr("handler", tinyelf.CodeAddr)
+	if err != nil {
+		return idleInit{}, err
+	}
+	return idleInit{elf: tinyelf.Executable(code), exitHandler: handler}, nil
 }

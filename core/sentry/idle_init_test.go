@@ -47,3 +47,30 @@ test -e /proc/$orphan && echo "orphan-left $(cat /proc/$orphan/stat)" || echo or
 		t.Errorf("Shutdown took %v", d)
 	}
 }
+
+// TestStartIdleEndsCleanlyOnAnEarlySIGTERM sends SIGTERM the moment
+// StartIdle returns, before the init has run an instruction: it must still
+// exit with status 0, as Shutdown and rungv's callers rely on.
+func TestStartIdleEndsCleanlyOnAnEarlySIGTERM(t *testing.T) {
+	for i := 0; i < 5; i++ {
+		s := newSandbox(t, Config{})
+		init, err := s.StartIdle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := init.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-init.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the idle init still runs 30 s after SIGTERM")
+		}
+		if st, _ := init.Wait(); st.ExitCode() != 0 {
+			t.Fatalf("round %d: the idle init ended with %v (exit code %d), want status 0", i, st, st.ExitCode())
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -68,6 +68,15 @@ func (a *Asm) Emit(b ...byte) *Asm { a.code = append(a.code, b...); return a }
 // Len is the number of bytes emitted so far: the next byte's offset.
 func (a *Asm) Len() int { return len(a.code) }
 
+// Addr returns label's address, the code being loaded at base.
+func (a *Asm) Addr(label string, base uint64) (uint64, error) {
+	at, ok := a.labels[label]
+	if !ok {
+		return 0, fmt.Errorf("tinyelf: undefined label %q", label)
+	}
+	return base + uint64(at), nil
+}
+
 // U32 appends a little-endian 32-bit value.
 func (a *Asm) U32(v uint32) *Asm { a.code = binary.LittleEndian.AppendUint32(a.code, v); return a }
 
