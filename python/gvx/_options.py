@@ -16,12 +16,16 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable, Optional, cast
 
 from . import errors
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+# The one size grammar, shared with rungv's flags through core/testdata/sizes.json.
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgt])i?)?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# Sizes cross the C ABI as int64.
+_SIZE_LIMIT = 1 << 63
 
 _PORT = re.compile(
     r"^(?:(?P<ip>\[[0-9a-fA-F:]+\]|[0-9.]+):(?=\d*:))?(?:(?P<host>\d*):)?(?P<guest>\d+)(?:/(?P<proto>tcp|udp))?$"
@@ -143,17 +147,21 @@ def _env_entry(name: str, entry: str, split: int) -> str:
 
 
 def parse_size(value: object, name: str = "size") -> int:
-    """Parses 536870912, "512m", "2g", "1.5GiB" into bytes."""
+    """Parses 536870912, "512m", "2g", "1.5GiB" into bytes (binary units)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise _bad(name, "bytes (int) or a size such as '512m'", value)
     if isinstance(value, int):
         if value < 0:
             raise errors.InvalidArgumentError(f"{name}={value}: must not be negative")
-        return value
-    m = _SIZE.match(value)
-    if not m:
-        raise errors.InvalidArgumentError(f"{name}={value!r}: write bytes or a size such as '512m' or '2g'")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        size = value
+    else:
+        m = _SIZE.match(value)
+        if not m:
+            raise errors.InvalidArgumentError(f"{name}={value!r} is not a size; write bytes or a size such as '512m' or '2g'")
+        size = int(Fraction(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    if size >= _SIZE_LIMIT:
+        raise errors.InvalidArgumentError(f"{name}={value!r} is 8 EiB or more, past any size; write a size such as '512m' or '2g'")
+    return size
 
 
 def parse_port(spec: str) -> dict[str, object]:

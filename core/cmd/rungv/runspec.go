@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"math/big"
 	"os"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -352,41 +354,37 @@ func parseColonFile(b []byte, n int) [][]string {
 	return out
 }
 
-// errSizeTooLarge is parseBytes' error for a size of 2^64 bytes or more.
-var errSizeTooLarge = errors.New("is 16 EiB or more, past any size")
+// errSizeTooLarge is parseBytes' error for a size of 2^63 bytes or more,
+// past what the C ABI's and Python's int64 sizes carry.
+var errSizeTooLarge = errors.New("is 8 EiB or more, past any size")
 
-// parseBytes parses docker-style sizes: 512m, 2g, 1048576, 64k (binary
-// units).
+// sizeGrammar is gvx's one way to write a size, shared with Python's
+// parse_size through core/testdata/sizes.json: a decimal number, then
+// optionally k, m, g or t (binary units, case-insensitive, "i" allowed
+// after the unit) and "b". No signs, exponents or hexadecimal.
+var sizeGrammar = regexp.MustCompile(`(?i)^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgt])i?)?b?\s*$`)
+
+// parseBytes parses a size in sizeGrammar: 512m, 2g, 1048576, 64k, 1.5GiB.
+// An empty string is 0 (unset).
 func parseBytes(s string) (uint64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(t, "b")
-	mult := uint64(1)
-	if t != "" {
-		switch t[len(t)-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			t = t[:len(t)-1]
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+	m := sizeGrammar.FindStringSubmatch(s)
+	if m == nil {
 		return 0, fmt.Errorf("%q is not a size; write a number with an optional unit: 512m, 2g", s)
 	}
-	if v*float64(mult) >= 1<<64 {
+	v, ok := new(big.Rat).SetString(m[1])
+	if !ok {
+		return 0, fmt.Errorf("%q is not a size; write a number with an optional unit: 512m, 2g", s)
+	}
+	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30, "t": 40}[strings.ToLower(m[2])]
+	v.Mul(v, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), shift)))
+	n := new(big.Int).Quo(v.Num(), v.Denom())
+	if n.Cmp(new(big.Int).Lsh(big.NewInt(1), 63)) >= 0 {
 		return 0, fmt.Errorf("%q %w; write a size such as 512m or 2g", s, errSizeTooLarge)
 	}
-	return uint64(v * float64(mult)), nil
+	return n.Uint64(), nil
 }
 
 // parseCPUList parses a CPU list as docker run --cpuset-cpus takes it:

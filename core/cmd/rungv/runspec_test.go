@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -138,15 +139,42 @@ func TestLookupUser(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]uint64{"": 0, "1048576": 1 << 20, "512m": 512 << 20, "2g": 2 << 30, "2G": 2 << 30, "64kb": 64 << 10, "1.5g": 3 << 29} {
+// TestSizeGrammar reads sizes as core/testdata/sizes.json says, the cases
+// Python's parse_size is held to as well.
+func TestSizeGrammar(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/sizes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases struct {
+		Valid   [][2]json.RawMessage `json:"valid"`
+		Invalid [][2]string          `json:"invalid"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatalf("sizes.json: %v", err)
+	}
+	if len(cases.Valid) == 0 || len(cases.Invalid) == 0 {
+		t.Fatal("sizes.json holds no cases")
+	}
+	for _, c := range cases.Valid {
+		var in string
+		var want uint64
+		if err := json.Unmarshal(c[0], &in); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(c[1], &want); err != nil {
+			t.Fatal(err)
+		}
 		if got, err := parseBytes(in); err != nil || got != want {
 			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"lots", "-1m", "1x"} {
-		if _, err := parseBytes(bad); err == nil {
-			t.Errorf("parseBytes(%q) accepted", bad)
+	for _, c := range cases.Invalid {
+		if got, err := parseBytes(c[0]); err == nil || !strings.Contains(err.Error(), c[1]) {
+			t.Errorf("parseBytes(%q) = %d, %v; want an error saying %q", c[0], got, err, c[1])
 		}
+	}
+	if got, err := parseBytes(""); err != nil || got != 0 {
+		t.Errorf(`parseBytes("") = %d, %v; want 0 (unset)`, got, err)
 	}
 }
