@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Callable, Optional, cast
 
 from . import errors
+from ._types import Mount
 
 # The one size grammar, shared with rungv's flags through core/testdata/sizes.json.
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:([kmgt])i?)?b?\s*$", re.IGNORECASE)
@@ -199,8 +200,6 @@ def _cpu_list(cpuset: object) -> list[int]:
 
 
 def _mounts(mounts: object) -> list[dict[str, object]]:
-    from .sandbox import Mount  # sandbox imports this module
-
     out = []
     for m in _items("mounts", mounts, "a list of gvx.Mount"):
         if not isinstance(m, Mount):

@@ -6,7 +6,7 @@ import builtins
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .sandbox import ExecResult
+    from ._results import ExecResult
 
 
 class GvxError(Exception):
