@@ -65,7 +65,9 @@ void gvx_free(void *p);
 
 /*
  * gvx_sandbox_new starts a sandbox and stores its handle in *sandbox once
- * it runs. config_json keys (all optional but "image"):
+ * it runs. config_json is the sandbox's spec (Go: core/spec.Sandbox, whose
+ * Validate names the field at fault) plus "rungv", "cache" and "insecure".
+ * Its keys (all optional but "image"):
  *   "image": string            image reference: registry ref, oci:DIR[:TAG],
  *                              docker-archive:FILE.tar[:REF]
  *   "entrypoint": [string]     replaces the image's entrypoint
@@ -91,6 +93,8 @@ void gvx_free(void *p);
  *   "net_raw": bool            raw and packet sockets for guest root
  *   "nftables": bool           gVisor's nftables (iptables-nft); dockerd with its
  *                              defaults needs it and "net_raw"
+ *   "allow_packet_socket_write": bool  packet sockets may send; needs "net_raw"
+ *   "allow_suid": bool         honour set-user-ID and set-group-ID bits
  *   "mounts": [object]         volumes: {"type": "volume", "source" (an ext4 image
  *                              file), "target" (a path in the sandbox), "readonly"}
  *   "memory": integer          bytes for the whole sandbox

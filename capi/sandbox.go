@@ -12,130 +12,74 @@ import (
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
-// sandboxConfig is gvx_sandbox_new's config_json.
+// sandboxConfig is gvx_sandbox_new's config_json: the sandbox's spec and
+// how to start it.
 type sandboxConfig struct {
-	Image        string      `json:"image"`
-	Entrypoint   *[]string   `json:"entrypoint"`
-	Cmd          []string    `json:"cmd"`
-	Env          []string    `json:"env"`
-	Workdir      string      `json:"workdir"`
-	User         string      `json:"user"`
-	Hostname     string      `json:"hostname"`
-	KeepAlive    bool        `json:"keep_alive"`
-	Platform     string      `json:"platform"`
-	Spin         *bool       `json:"spin"`
-	Network      string      `json:"network"`
-	Ports        []portJSON  `json:"ports"`
-	AllowNet     []string    `json:"allow_net"`
-	HostLoopback bool        `json:"host_loopback"`
-	NetRaw       bool        `json:"net_raw"`
-	NFTables     bool        `json:"nftables"`
-	Mounts       []mountJSON `json:"mounts"`
-	Memory       uint64      `json:"memory"`
-	CPUs         float64     `json:"cpus"`
-	CPUSet       []int       `json:"cpuset"`
-	PidsLimit    int         `json:"pids_limit"`
-	Timeout      float64     `json:"timeout"`
-	Rungv        string      `json:"rungv"`
-	Cache        string      `json:"cache"`
-	Insecure     bool        `json:"insecure"`
-	Restore      string      `json:"restore"`
+	spec.Sandbox
+	Rungv    string `json:"rungv"`
+	Cache    string `json:"cache"`
+	Insecure bool   `json:"insecure"`
 }
 
-// portJSON publishes a guest port on the host: on a unix socket
-// ("host_path") or on a host address and port.
-type portJSON struct {
-	HostPath  string `json:"host_path"`
-	HostIP    string `json:"host_ip"`
-	HostPort  uint16 `json:"host_port"`
-	GuestPort uint16 `json:"guest_port"`
-	Protocol  string `json:"protocol"`
-}
-
-// mountJSON attaches a volume.
-type mountJSON struct {
-	Type     string `json:"type"`
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"readonly"`
-}
-
+// toGo checks the spec (spec.Sandbox.Validate, which names the field)
+// and converts it to the SDK's configuration.
 func (c *sandboxConfig) toGo() (gvx.Config, error) {
-	if c.Image == "" {
-		return gvx.Config{}, invalid(`config: "image" is required (an image reference such as oci:DIR:latest)`)
-	}
-	if c.CPUs < 0 || c.PidsLimit < -1 || c.Timeout < 0 {
-		return gvx.Config{}, invalid(`config: "cpus", "pids_limit" and "timeout" must not be negative ("pids_limit" -1 means no limit)`)
-	}
-	for _, cpu := range c.CPUSet {
-		if cpu < 0 {
-			return gvx.Config{}, invalid(`config: "cpuset" names CPU %d; host CPUs are numbered from 0`, cpu)
-		}
+	sp := &c.Sandbox
+	if err := sp.Validate(); err != nil {
+		return gvx.Config{}, invalid("config: %v", err)
 	}
 	cfg := gvx.Config{
-		OCIImage:   c.Image,
-		Cmd:        c.Cmd,
-		Envv:       c.Env,
-		WorkingDir: c.Workdir,
-		User:       c.User,
-		Hostname:   c.Hostname,
-		KeepAlive:  c.KeepAlive,
+		OCIImage:   sp.Image,
+		Cmd:        sp.Cmd,
+		Envv:       sp.Env,
+		WorkingDir: sp.Workdir,
+		User:       sp.User,
+		Hostname:   sp.Hostname,
+		KeepAlive:  sp.KeepAlive,
+		Restore:    sp.Restore,
 		Resources: gvx.Resources{
-			MemoryBytes: c.Memory,
+			MemoryBytes: sp.Memory,
 			// Clamped so that the conversion cannot overflow; rungv
 			// refuses counts past its maximum, naming it.
-			CPUMillis: int(math.Min(c.CPUs, 1<<20) * 1000),
-			CPUSet:    c.CPUSet,
-			PidsLimit: c.PidsLimit,
+			CPUMillis: int(math.Min(sp.CPUs, 1<<20) * 1000),
+			CPUSet:    sp.CPUSet,
+			PidsLimit: sp.PidsLimit,
 		},
-		Timeout:  time.Duration(c.Timeout * float64(time.Second)),
-		Rungv:    c.Rungv,
-		Cache:    c.Cache,
-		Insecure: c.Insecure,
-		Restore:  c.Restore,
+		Timeout:                time.Duration(sp.Timeout),
+		AllowNet:               sp.AllowNet,
+		HostLoopback:           sp.HostLoopback,
+		NetRaw:                 sp.NetRaw,
+		NFTables:               sp.NFTables,
+		AllowPacketSocketWrite: sp.AllowPacketSocketWrite,
+		AllowSUID:              sp.AllowSUID,
+		Rungv:                  c.Rungv,
+		Cache:                  c.Cache,
+		Insecure:               c.Insecure,
 	}
-	if c.Entrypoint != nil {
-		cfg.Entrypoint, cfg.EntrypointSet = *c.Entrypoint, true
+	if sp.Entrypoint != nil {
+		cfg.Entrypoint, cfg.EntrypointSet = *sp.Entrypoint, true
 	}
-	switch c.Platform {
-	case "", "auto":
-	case "systrap", "kvm", "ptrace":
-		cfg.Platform = gvx.Platform(c.Platform)
-	default:
-		return gvx.Config{}, invalid(`config: "platform" %q: use "auto", "systrap", "kvm" or "ptrace"`, c.Platform)
+	if sp.Platform != "auto" {
+		cfg.Platform = gvx.Platform(sp.Platform)
 	}
 	switch {
-	case c.Spin == nil:
+	case sp.Spin == nil:
 		cfg.Spin = gvx.SpinAuto
-	case *c.Spin:
+	case *sp.Spin:
 		cfg.Spin = gvx.SpinOn
 	default:
 		cfg.Spin = gvx.SpinOff
 	}
-	switch c.Network {
-	case "", "none":
-		cfg.NetworkMode = gvx.NetModeNone
-	case "nat":
+	if sp.Network == spec.NetworkNAT {
 		cfg.NetworkMode = gvx.NetModeNAT
-	default:
-		return gvx.Config{}, invalid(`config: "network" %q: use "none" or "nat"`, c.Network)
 	}
-	for _, p := range c.Ports {
-		if p.GuestPort == 0 {
-			return gvx.Config{}, invalid(`config: "ports" entry %+v needs "guest_port"`, p)
-		}
+	for _, p := range sp.Ports {
 		cfg.Ports = append(cfg.Ports, gvx.PortMapping{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
 	}
-	cfg.AllowNet, cfg.HostLoopback, cfg.NetRaw, cfg.NFTables = c.AllowNet, c.HostLoopback, c.NetRaw, c.NFTables
-	for _, m := range c.Mounts {
-		if m.Type != "" && m.Type != "volume" {
-			return gvx.Config{}, invalid(`config: mount type %q: only "volume" (a single-file ext4 image) is supported`, m.Type)
-		}
-		if m.Source == "" || m.Target == "" {
-			return gvx.Config{}, invalid(`config: a mount needs "source" (the image file) and "target" (a path in the sandbox)`)
-		}
+	for _, m := range sp.Mounts {
 		cfg.Mounts = append(cfg.Mounts, gvx.Mount{Kind: gvx.MountVolume, ImagePath: m.Source, GuestPath: m.Target, ReadOnly: m.ReadOnly})
 	}
 	return cfg, nil

@@ -6,6 +6,7 @@ import ctypes
 import json
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -32,6 +33,25 @@ def test_null_argument_is_reported_not_crashed() -> None:
     err = ctypes.c_void_p()
     status = _ffi.lib().gvx_version(None, ctypes.byref(err))
     with pytest.raises(gvx.InvalidArgumentError, match="must not be NULL"):
+        _ffi.raise_for(status, err)
+
+
+@pytest.mark.parametrize(
+    "config,field",
+    [
+        ({"image": "x", "ports": [{"guest_port": 80}, {"host_port": 8080}]}, "ports[1].guest_port"),
+        ({"image": "x", "mounts": [{"source": "v.ext4", "target": "data"}]}, "mounts[0].target"),
+        ({"image": "x", "allow_packet_socket_write": True}, "allow_packet_socket_write"),
+        ({"image": "x", "env": ["NOVALUE"]}, "env[0]"),
+        ({"image": "x", "timeout": -1}, "timeout"),
+    ],
+)
+def test_a_bad_spec_names_its_field(config: dict[str, object], field: str) -> None:
+    """libgvx checks a sandbox's JSON spec in one place (core/spec), naming the field at fault
+    as the JSON does, before any process starts."""
+    handle, err = ctypes.c_uint64(), ctypes.c_void_p()
+    status = _ffi.lib().gvx_sandbox_new(json.dumps(config).encode(), ctypes.byref(handle), ctypes.byref(err))
+    with pytest.raises(gvx.InvalidArgumentError, match=re.escape(field)):
         _ffi.raise_for(status, err)
 
 
