@@ -7,6 +7,25 @@ The library is found, in order, at ``$GVX_LIBRARY``, next to this package
 Every call releases the GIL while it runs (ctypes does that for CDLL
 functions), so long calls block only their own thread.
 
+The binding follows the header mechanically, and tests/test_abi_drift.py
+checks that it does:
+
+- :data:`SIGNATURES` maps each function gvx.h declares (and libgvx exports)
+  to ``(restype, [argtypes])``; loading the library declares exactly those.
+  The C types map one way: ``int``/``int32_t``/``uint32_t``/``int64_t``/
+  ``uint64_t``/``size_t`` to the ctypes type of that name, ``void`` results to
+  None, ``const char *`` to ``c_char_p``, ``const uint8_t *`` to
+  ``POINTER(c_uint8)``, ``void *`` to ``c_void_p``, a pointer to an integer
+  (an out-parameter) to ``POINTER`` of its type, and every ``T **`` (a string
+  or buffer libgvx returns, freed with gvx_free) to ``POINTER(c_void_p)``, so
+  that the pointer stays ours to free. A callback typedef is the
+  ``CFUNCTYPE`` of its prototype under the same rules (:data:`OUTPUT_FN`,
+  :data:`PROGRESS_FN`).
+- Every ``#define`` of gvx.h that Python uses is a constant here under the
+  header's own name (``GVX_E_NOT_FOUND``, ``GVX_WRITE_MAKE_PARENTS``), with
+  the header's value; the rest of the package uses these names, never the
+  numbers.
+
 A process forked after the library was loaded cannot use it: Go's runtime
 keeps its threads in the parent, and a call in the child would hang. Such a
 child gets :class:`gvx.ForkedProcessError` instead, and its copies of the
@@ -21,11 +40,32 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, Iterator, NoReturn, Optional
+from typing import Callable, Iterator, NoReturn, Optional, TypeAlias
 
 from . import errors
 
+# Status codes: what every function returns.
 GVX_OK = 0
+GVX_E_INVALID = -1
+GVX_E_INTERNAL = -2
+GVX_E_NOT_FOUND = -3
+GVX_E_CLOSED = -4
+GVX_E_UNAVAILABLE = -5
+GVX_E_TIMEOUT = -6
+GVX_E_PERMISSION = -7
+GVX_E_START = -8
+GVX_E_CANCELED = -9
+GVX_E_NO_SPACE = -10
+
+# Streams passed to gvx_output_fn.
+GVX_STDOUT = 1
+GVX_STDERR = 2
+
+# gvx_sandbox_write_file's mode flag: make missing parent directories.
+GVX_WRITE_MAKE_PARENTS = 1 << 16
+
+# gvx_sandbox_checkpoint's flags: end the sandbox once the snapshot is written.
+GVX_CHECKPOINT_STOP = 1 << 0
 
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
@@ -53,10 +93,57 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
+CType: TypeAlias = "type[ctypes._CData]"
+
 c_uint8_p = ctypes.POINTER(ctypes.c_uint8)
 
+# gvx_output_fn and gvx_progress_fn.
 OUTPUT_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, c_uint8_p, ctypes.c_size_t)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+_int = ctypes.c_int
+_u32 = ctypes.c_uint32
+_i32 = ctypes.c_int32
+_i64 = ctypes.c_int64
+_u64 = ctypes.c_uint64
+_size = ctypes.c_size_t
+_vp = ctypes.c_void_p
+_cs = ctypes.c_char_p
+_out = ctypes.POINTER(ctypes.c_void_p)  # char ** and uint8_t **: freed with gvx_free
+_u64_p = ctypes.POINTER(ctypes.c_uint64)
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+_int_p = ctypes.POINTER(ctypes.c_int)
+
+# Each function of gvx.h: (restype, argtypes), in the header's order.
+SIGNATURES: dict[str, tuple[Optional[CType], list[CType]]] = {
+    "gvx_version": (_int, [_out, _out]),
+    "gvx_free": (None, [_vp]),
+    "gvx_sandbox_new": (_int, [_cs, _u64_p, _out]),
+    "gvx_sandbox_info": (_int, [_u64, _out, _out]),
+    "gvx_sandbox_stats": (_int, [_u64, _out, _out]),
+    "gvx_sandbox_exec": (_int, [_u64, _cs, c_uint8_p, _size, _out, _out, _size_p, _out, _size_p, _out]),
+    "gvx_sandbox_exec_stream": (_int, [_u64, _cs, c_uint8_p, _size, OUTPUT_FN, _vp, _out, _out]),
+    "gvx_cancel_new": (_int, [_u64_p, _out]),
+    "gvx_cancel": (_int, [_u64, _out]),
+    "gvx_cancel_free": (_int, [_u64, _out]),
+    "gvx_sandbox_stat": (_int, [_u64, _cs, _out, _out]),
+    "gvx_sandbox_read_file": (_int, [_u64, _cs, _out, _size_p, _out]),
+    "gvx_sandbox_write_file": (_int, [_u64, _cs, c_uint8_p, _size, _u32, _out]),
+    "gvx_sandbox_write_file_as": (_int, [_u64, _cs, c_uint8_p, _size, _u32, _cs, _out]),
+    "gvx_sandbox_upload": (_int, [_u64, _cs, _cs, _i32, _out]),
+    "gvx_sandbox_upload_as": (_int, [_u64, _cs, _cs, _i32, _cs, _out]),
+    "gvx_sandbox_download": (_int, [_u64, _cs, _cs, _out]),
+    "gvx_sandbox_checkpoint": (_int, [_u64, _cs, _u32, _out]),
+    "gvx_sandbox_signal": (_int, [_u64, _int, _out]),
+    "gvx_sandbox_wait": (_int, [_u64, _int_p, _out]),
+    "gvx_sandbox_reset": (_int, [_u64, _out]),
+    "gvx_sandbox_close": (_int, [_u64, _out]),
+    "gvx_volume_create": (_int, [_cs, _i64, _out]),
+    "gvx_volume_clone": (_int, [_cs, _cs, _out, _out]),
+    "gvx_volume_flatten": (_int, [_cs, _cs, _out]),
+    "gvx_volume_check": (_int, [_cs, _out, _out]),
+    "gvx_image_pull": (_int, [_cs, _cs, PROGRESS_FN, _vp, _out, _out]),
+}
 
 
 def package_dir() -> Path:
@@ -79,45 +166,10 @@ def _candidates() -> list[Path]:
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    vp = ctypes.c_void_p
-    pvp = ctypes.POINTER(ctypes.c_void_p)
-    u64 = ctypes.c_uint64
-    size = ctypes.c_size_t
-    cs = ctypes.c_char_p
-    signatures: dict[str, list[object]] = {
-        "gvx_version": [pvp, pvp],
-        "gvx_sandbox_new": [cs, ctypes.POINTER(u64), pvp],
-        "gvx_sandbox_info": [u64, pvp, pvp],
-        "gvx_sandbox_stats": [u64, pvp, pvp],
-        "gvx_sandbox_exec": [u64, cs, c_uint8_p, size, pvp, pvp, ctypes.POINTER(size), pvp, ctypes.POINTER(size), pvp],
-        "gvx_sandbox_exec_stream": [u64, cs, c_uint8_p, size, OUTPUT_FN, vp, pvp, pvp],
-        "gvx_cancel_new": [ctypes.POINTER(u64), pvp],
-        "gvx_cancel": [u64, pvp],
-        "gvx_cancel_free": [u64, pvp],
-        "gvx_sandbox_read_file": [u64, cs, pvp, ctypes.POINTER(size), pvp],
-        "gvx_sandbox_stat": [u64, cs, pvp, pvp],
-        "gvx_sandbox_write_file": [u64, cs, c_uint8_p, size, ctypes.c_uint32, pvp],
-        "gvx_sandbox_write_file_as": [u64, cs, c_uint8_p, size, ctypes.c_uint32, cs, pvp],
-        "gvx_sandbox_upload": [u64, cs, cs, ctypes.c_int32, pvp],
-        "gvx_sandbox_upload_as": [u64, cs, cs, ctypes.c_int32, cs, pvp],
-        "gvx_sandbox_download": [u64, cs, cs, pvp],
-        "gvx_sandbox_checkpoint": [u64, cs, ctypes.c_uint32, pvp],
-        "gvx_sandbox_signal": [u64, ctypes.c_int, pvp],
-        "gvx_sandbox_wait": [u64, ctypes.POINTER(ctypes.c_int), pvp],
-        "gvx_sandbox_close": [u64, pvp],
-        "gvx_sandbox_reset": [u64, pvp],
-        "gvx_image_pull": [cs, cs, PROGRESS_FN, vp, pvp, pvp],
-        "gvx_volume_create": [cs, ctypes.c_int64, pvp],
-        "gvx_volume_clone": [cs, cs, pvp, pvp],
-        "gvx_volume_flatten": [cs, cs, pvp],
-        "gvx_volume_check": [cs, pvp, pvp],
-    }
-    for name, argtypes in signatures.items():
+    for name, (restype, argtypes) in SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes = argtypes
-        fn.restype = ctypes.c_int
-    lib.gvx_free.argtypes = [vp]
-    lib.gvx_free.restype = None
+        fn.restype = restype
 
 
 def lib() -> ctypes.CDLL:

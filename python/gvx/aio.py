@@ -1,8 +1,15 @@
 """asyncio twins of :class:`gvx.Sandbox` and :class:`gvx.GvxEnv`.
 
-Every call runs in a worker thread of gvx's own pool (libgvx calls release
-the GIL), so an event loop can drive hundreds of sandboxes at once; asyncio's
-default executor would run only ``os.cpu_count() + 4`` calls at a time.
+Every public method and property of the sync class has a twin here with the
+same parameters (tests/test_async_twins.py checks it): a coroutine that runs
+the sync one in a worker thread of gvx's own pool (libgvx calls release the
+GIL), so an event loop can drive hundreds of sandboxes at once; asyncio's
+default executor would run only ``os.cpu_count() + 4`` calls at a time. A
+property that may call libgvx (``info``, ``pid``) is a coroutine method here
+(``await sb.info()``); one that only reads Python state stays a property.
+The sync object is ``.inner``, for what has no twin (gymnasium's spaces and
+attributes of an environment).
+
 Cancelling an ``exec`` (``asyncio.wait_for``, ``task.cancel()``) kills its
 command and frees its thread:
 
@@ -18,11 +25,12 @@ import contextvars
 import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import _ffi
 from . import env as _env
 from . import sandbox as _sandbox
+from . import volumes as _volumes
 
 T = TypeVar("T")
 
@@ -52,21 +60,107 @@ class Sandbox:
         self.inner = inner
 
     @classmethod
-    async def create(cls, image: Optional[str] = None, **options: Any) -> "Sandbox":
-        return cls(await _to_thread(_sandbox.Sandbox, image, **options))
+    async def create(
+        cls,
+        image: Optional[str] = None,
+        *,
+        env: Union[Mapping[str, str], Sequence[str], None] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+        hostname: Optional[str] = None,
+        memory: Union[int, str, None] = None,
+        cpus: Optional[float] = None,
+        cpuset: Optional[Sequence[int]] = None,
+        pids_limit: Optional[int] = None,
+        network: str = "none",
+        ports: Sequence[str] = (),
+        allow_net: Sequence[str] = (),
+        host_loopback: bool = False,
+        net_raw: bool = False,
+        nftables: bool = False,
+        mounts: Sequence[_sandbox.Mount] = (),
+        timeout: Optional[float] = None,
+        platform: str = "auto",
+        spin: Optional[bool] = None,
+        cache: Optional[_sandbox.PathLike] = None,
+        rungv: Optional[_sandbox.PathLike] = None,
+        insecure: bool = False,
+        restore: Optional[_sandbox.PathLike] = None,
+    ) -> "Sandbox":
+        """The twin of :class:`gvx.Sandbox`'s constructor."""
+        inner = await _to_thread(
+            _sandbox.Sandbox, image, env=env, workdir=workdir, user=user, hostname=hostname, memory=memory, cpus=cpus,
+            cpuset=cpuset, pids_limit=pids_limit, network=network, ports=ports, allow_net=allow_net,
+            host_loopback=host_loopback, net_raw=net_raw, nftables=nftables, mounts=mounts, timeout=timeout,
+            platform=platform, spin=spin, cache=cache, rungv=rungv, insecure=insecure, restore=restore,
+        )
+        return cls(inner)
 
-    async def exec(self, cmd: _sandbox.Command, **options: Any) -> _sandbox.ExecResult:
+    # Lifecycle.
+
+    async def close(self) -> None:
+        await _to_thread(self.inner.close)
+
+    async def reset(self) -> None:
+        await _to_thread(self.inner.reset)
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # Introspection.
+
+    async def info(self) -> _sandbox.SandboxInfo:
+        """The twin of the property :attr:`gvx.Sandbox.info`."""
+        return await _to_thread(lambda: self.inner.info)
+
+    async def port(self, guest_port: int, protocol: str = "tcp") -> _sandbox.PublishedPort:
+        return await _to_thread(self.inner.port, guest_port, protocol)
+
+    async def stats(self) -> _sandbox.SandboxStats:
+        return await _to_thread(self.inner.stats)
+
+    async def pid(self) -> int:
+        """The twin of the property :attr:`gvx.Sandbox.pid`."""
+        return await _to_thread(lambda: self.inner.pid)
+
+    # Commands.
+
+    async def exec(
+        self,
+        cmd: _sandbox.Command,
+        *,
+        timeout: Optional[float] = None,
+        env: Union[Mapping[str, str], Sequence[str], None] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+        stdin: Union[bytes, str, None] = None,
+        check: bool = False,
+        on_output: Optional[Callable[[str, bytes], None]] = None,
+        max_output: Optional[int] = None,
+    ) -> _sandbox.ExecResult:
         token = _ffi.new_cancel_token()
 
         def run() -> _sandbox.ExecResult:
             with _ffi.cancel_scope(token):
-                return self.inner.exec(cmd, **options)
+                return self.inner.exec(
+                    cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin, check=check, on_output=on_output,
+                    max_output=max_output,
+                )
 
         try:
             return await _to_thread(run)
         finally:
             # Ends the call if it still runs: this task was cancelled.
             _ffi.free_cancel_token(token)
+
+    # Files.
 
     async def stat(self, path: str) -> _sandbox.FileInfo:
         return await _to_thread(self.inner.stat, path)
@@ -84,44 +178,80 @@ class Sandbox:
         mode: int = 0o644,
         *,
         make_parents: bool = False,
-        owner: Optional["_sandbox.Owner"] = None,
+        owner: Optional[_sandbox.Owner] = None,
     ) -> None:
-        await _to_thread(lambda: self.inner.write_file(path, data, mode, make_parents=make_parents, owner=owner))
+        await _to_thread(self.inner.write_file, path, data, mode, make_parents=make_parents, owner=owner)
 
-    async def upload(self, local: "_sandbox.PathLike", remote: str, mode: Optional[int] = None, *, owner: Optional["_sandbox.Owner"] = None) -> None:
-        await _to_thread(lambda: self.inner.upload(local, remote, mode, owner=owner))
+    async def upload(self, local: _sandbox.PathLike, remote: str, mode: Optional[int] = None, *, owner: Optional[_sandbox.Owner] = None) -> None:
+        await _to_thread(self.inner.upload, local, remote, mode, owner=owner)
 
-    async def download(self, remote: str, local: "_sandbox.PathLike") -> None:
+    async def download(self, remote: str, local: _sandbox.PathLike) -> None:
         await _to_thread(self.inner.download, remote, local)
 
-    async def stats(self) -> _sandbox.SandboxStats:
-        return await _to_thread(self.inner.stats)
+    # Snapshots and signals.
 
-    async def close(self) -> None:
-        await _to_thread(self.inner.close)
+    async def checkpoint(self, path: _sandbox.PathLike, *, stop: bool = False) -> None:
+        await _to_thread(self.inner.checkpoint, path, stop=stop)
 
-    @property
-    def closed(self) -> bool:
-        return self.inner.closed
-
-    async def __aenter__(self) -> "Sandbox":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def signal(self, sig: int) -> None:
+        await _to_thread(self.inner.signal, sig)
 
 
 class GvxEnv:
-    """An asyncio handle on a :class:`gvx.GvxEnv`."""
+    """An asyncio handle on a :class:`gvx.GvxEnv`; made, like it, without a sandbox
+    (the first :meth:`reset` takes one)."""
 
-    def __init__(self, **options: Any) -> None:
-        self.inner = _env.GvxEnv(**options)
+    metadata = _env.GvxEnv.metadata
 
-    async def reset(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        return await _to_thread(lambda: self.inner.reset(**kwargs))
+    def __init__(
+        self,
+        image: Optional[str] = None,
+        *,
+        setup: Sequence[str] = (),
+        reward_fn: Optional[_env.RewardFn] = None,
+        done_fn: Optional[_env.DoneFn] = None,
+        max_steps: int = 50,
+        step_timeout: float = 60.0,
+        max_output: int = 8192,
+        max_action_length: int = 4096,
+        warm: Union[bool, int] = True,
+        render_mode: Optional[str] = None,
+        golden: Optional[_volumes.Volume] = None,
+        volume_path: str = "/var/lib/docker",
+        episode_dir: Optional[str] = None,
+        on_sandbox_failure: str = "truncate",
+        **sandbox_options: Any,
+    ) -> None:
+        self.inner = _env.GvxEnv(
+            image, setup=setup, reward_fn=reward_fn, done_fn=done_fn, max_steps=max_steps, step_timeout=step_timeout,
+            max_output=max_output, max_action_length=max_action_length, warm=warm, render_mode=render_mode,
+            golden=golden, volume_path=volume_path, episode_dir=episode_dir, on_sandbox_failure=on_sandbox_failure,
+            **sandbox_options,
+        )
+        self._sandbox: Optional[Sandbox] = None
+
+    @property
+    def ready(self) -> int:
+        return self.inner.ready
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The current episode's sandbox, as an asyncio handle (after :meth:`reset`)."""
+        inner = self.inner.sandbox
+        if self._sandbox is None or self._sandbox.inner is not inner:
+            self._sandbox = Sandbox(inner)
+        return self._sandbox
+
+    async def reset(
+        self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await _to_thread(self.inner.reset, seed=seed, options=options)
 
     async def step(self, action: str) -> tuple[dict[str, Any], Any, bool, bool, dict[str, Any]]:
         return await _to_thread(self.inner.step, action)
+
+    async def render(self) -> Optional[str]:
+        return await _to_thread(self.inner.render)
 
     async def close(self) -> None:
         await _to_thread(self.inner.close)

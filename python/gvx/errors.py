@@ -87,21 +87,25 @@ class CancelledError(GvxError):
     """The call was cancelled (its command killed) because the caller was interrupted."""
 
 
-_BY_STATUS: dict[int, type[GvxError]] = {
-    -1: InvalidArgumentError,
-    -2: InternalError,
-    -3: NotFoundError,
-    -4: SandboxClosedError,
-    -5: SandboxUnavailableError,
-    -6: TimeoutError,
-    -7: PermissionDeniedError,
-    -8: SandboxStartError,
-    -9: CancelledError,
-    -10: NoSpaceError,
-}
+def status_classes() -> dict[int, type[GvxError]]:
+    """Each libgvx status (a GVX_E_* of capi/gvx.h) and the exception it raises."""
+    from . import _ffi  # _ffi imports this module; by the time a call fails, both are loaded
+
+    return {
+        _ffi.GVX_E_INVALID: InvalidArgumentError,
+        _ffi.GVX_E_INTERNAL: InternalError,
+        _ffi.GVX_E_NOT_FOUND: NotFoundError,
+        _ffi.GVX_E_CLOSED: SandboxClosedError,
+        _ffi.GVX_E_UNAVAILABLE: SandboxUnavailableError,
+        _ffi.GVX_E_TIMEOUT: TimeoutError,
+        _ffi.GVX_E_PERMISSION: PermissionDeniedError,
+        _ffi.GVX_E_START: SandboxStartError,
+        _ffi.GVX_E_CANCELED: CancelledError,
+        _ffi.GVX_E_NO_SPACE: NoSpaceError,
+    }
 
 
 def from_status(status: int, message: str) -> GvxError:
     """The exception for a libgvx status code."""
-    cls = _BY_STATUS.get(status, GvxError)
+    cls = status_classes().get(status, GvxError)
     return cls(message or f"libgvx error {status}")

@@ -32,10 +32,6 @@ __all__ = [
 ]
 
 
-# GVX_WRITE_MAKE_PARENTS in gvx.h.
-_WRITE_MAKE_PARENTS = 1 << 16
-
-
 def _owner_arg(owner: Optional[Owner], what: str) -> Optional[bytes]:
     """``owner`` as libgvx takes it: the user string the sandbox resolves, or None for root."""
     if owner is None:
@@ -273,7 +269,7 @@ class Sandbox:
                 )
                 captured[:] = [_ffi.take_bytes(out, out_len.value), _ffi.take_bytes(err_buf, err_len.value)]
             else:
-                names = {1: "stdout", 2: "stderr"}
+                names = {_ffi.GVX_STDOUT: "stdout", _ffi.GVX_STDERR: "stderr"}
                 deliver_to = on_output
 
                 def deliver(_: Optional[int], stream: int, data_ptr: "ctypes._Pointer[ctypes.c_uint8]", length: int) -> None:
@@ -355,7 +351,7 @@ class Sandbox:
         who = _owner_arg(owner, "write_file")
         raw = data.encode() if isinstance(data, str) else bytes(data)
         ptr, length = _ffi.buffer(raw)
-        flags = _WRITE_MAKE_PARENTS if make_parents else 0
+        flags = _ffi.GVX_WRITE_MAKE_PARENTS if make_parents else 0
         _ffi.call(_ffi.lib().gvx_sandbox_write_file_as, self._h(), path.encode(), ptr, length, ctypes.c_uint32(mode | flags), who)
 
     def upload(self, local: PathLike, remote: str, mode: Optional[int] = None, *, owner: Optional[Owner] = None) -> None:
@@ -440,7 +436,7 @@ class Sandbox:
         restore on a clone of it (:meth:`gvx.Volume.clone`). Connections in progress
         through published ports and the NAT are closed.
         """
-        _ffi.call(_ffi.lib().gvx_sandbox_checkpoint, self._h(), os.fsencode(Path(path)), ctypes.c_uint32(1 if stop else 0))
+        _ffi.call(_ffi.lib().gvx_sandbox_checkpoint, self._h(), os.fsencode(Path(path)), ctypes.c_uint32(_ffi.GVX_CHECKPOINT_STOP if stop else 0))
 
     # Signals.
 
