@@ -24,8 +24,6 @@ type sandboxBackend struct {
 	sb       *sentry.Sandbox
 	info     control.SandboxInfo
 	defaults processSpec // the image's env, cwd and user, for execs
-	passwd   []byte
-	group    []byte
 	// stop asks the run command to shut the sandbox down gracefully.
 	stop func(grace time.Duration)
 	// snapshotHook is the image's snapshot hook, or "" (see
@@ -49,7 +47,7 @@ func (b *sandboxBackend) Exec(ctx context.Context, req control.ExecRequest, stdi
 	if user == "" {
 		user = b.defaults.User
 	}
-	u, err := lookupUser(user, b.passwd, b.group)
+	u, err := resolveUser(ctx, b.sb, user)
 	if err != nil {
 		return nil, control.Errorf(control.CodeInvalid, "%v", err)
 	}
@@ -209,7 +207,7 @@ func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileReq
 	if mode == 0 {
 		mode = 0o644
 	}
-	owner, err := b.owner(req.Owner)
+	owner, err := b.owner(ctx, req.Owner)
 	if err != nil {
 		return control.FileInfo{}, err
 	}
@@ -226,11 +224,11 @@ func (b *sandboxBackend) WriteFile(ctx context.Context, req control.WriteFileReq
 
 // owner resolves a request's owner as Exec resolves its user. "" is nil:
 // root, or an archive's owners.
-func (b *sandboxBackend) owner(spec string) (*sentry.Owner, error) {
+func (b *sandboxBackend) owner(ctx context.Context, spec string) (*sentry.Owner, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	u, err := lookupUser(spec, b.passwd, b.group)
+	u, err := resolveUser(ctx, b.sb, spec)
 	if err != nil {
 		return nil, control.Errorf(control.CodeInvalid, "owner: %v", err)
 	}
@@ -239,7 +237,7 @@ func (b *sandboxBackend) owner(spec string) (*sentry.Owner, error) {
 
 // CopyIn implements control.Backend.CopyIn.
 func (b *sandboxBackend) CopyIn(ctx context.Context, req control.CopyInRequest, r io.Reader) (control.CopyResult, error) {
-	owner, err := b.owner(req.Owner)
+	owner, err := b.owner(ctx, req.Owner)
 	if err != nil {
 		return control.CopyResult{}, err
 	}

@@ -293,11 +293,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	}
 	defer sb.Close()
 
-	passwd, _ := sb.ReadFile(ctx, "/etc/passwd")
-	group, _ := sb.ReadFile(ctx, "/etc/group")
 	// Checked before init starts, and after a restore too: execs run as
 	// this user unless they name another.
-	u, err := lookupUser(spec.User, passwd, group)
+	u, err := resolveUser(ctx, sb, spec.User)
 	if err != nil {
 		if f.user != "" {
 			return fmt.Errorf("--user: %w", err)
@@ -315,8 +313,6 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	backend := &sandboxBackend{
 		sb:           sb,
 		defaults:     spec,
-		passwd:       passwd,
-		group:        group,
 		stop:         stopper.stop,
 		snapshotHook: img.Config.Labels[image.SnapshotHookLabel],
 		network:      nw,

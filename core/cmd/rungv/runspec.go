@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -270,6 +271,43 @@ func parseID(s string) (uint32, bool, error) {
 		return 0, false, fmt.Errorf("uids and gids must be in range 0-%d; give one in that range, or a name", maxID)
 	}
 	return uint32(id), true, nil
+}
+
+// resolveUser resolves spec as lookupUser does, against the sandbox's
+// /etc/passwd and /etc/group as they are now: a user the guest added
+// after boot (useradd) counts, as with docker exec.
+func resolveUser(ctx context.Context, sb *sentry.Sandbox, spec string) (guestUser, error) {
+	passwd, err := readUserFile(ctx, sb, "/etc/passwd")
+	if err != nil {
+		return guestUser{}, err
+	}
+	group, err := readUserFile(ctx, sb, "/etc/group")
+	if err != nil {
+		return guestUser{}, err
+	}
+	return lookupUser(spec, passwd, group)
+}
+
+// maxUserFile bounds what resolveUser reads of /etc/passwd and /etc/group:
+// the guest owns them, and rungv's memory is not the sandbox's.
+const maxUserFile = 16 << 20
+
+// readUserFile reads the guest's /etc/passwd or /etc/group. A file the
+// guest lacks, or that is not a regular file, counts as empty.
+func readUserFile(ctx context.Context, sb *sentry.Sandbox, name string) ([]byte, error) {
+	f, err := sb.Open(ctx, name)
+	if err != nil {
+		return nil, nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxUserFile+1))
+	if err != nil {
+		return nil, nil
+	}
+	if len(b) > maxUserFile {
+		return nil, fmt.Errorf("the sandbox's %s is over %d MiB, more than is read to resolve a user; shrink it", name, maxUserFile>>20)
+	}
+	return b, nil
 }
 
 // lookupUser resolves "uid[:gid]" or "name[:group]" (either part numeric or
