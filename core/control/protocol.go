@@ -179,8 +179,9 @@ type ExecRequest struct {
 	Env []string `json:"env,omitempty"`
 	// Cwd is the working directory; "" means the image's.
 	Cwd string `json:"cwd,omitempty"`
-	// User is "uid[:gid]" or a name from the image's /etc/passwd; ""
-	// means the image's.
+	// User is "uid[:gid]" or a name from the sandbox's /etc/passwd as it
+	// is when the exec starts (a user the guest added counts); "" means
+	// the image's.
 	User string `json:"user,omitempty"`
 	// Stdin says whether the client streams stdin (data frames on
 	// StreamStdin ending with FlagEOF); otherwise stdin is /dev/null.

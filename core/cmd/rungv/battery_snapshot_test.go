@@ -39,8 +39,8 @@ func TestBatteryCorruptSnapshots(t *testing.T) {
 	img := testImage(t)
 	dir := t.TempDir()
 	vol := filepath.Join(dir, "saved.ext4")
-	host(t, "truncate", "-s", "64M", vol)
-	host(t, "mke2fs", "-q", "-t", "ext4", "-F", vol)
+	onHost(t, "truncate", "-s", "64M", vol)
+	onHost(t, "mke2fs", "-q", "-t", "ext4", "-F", vol)
 	sock := filepath.Join(dir, "box.sock")
 	log := filepath.Join(dir, "ticks.log")
 	out, err := os.Create(log)
@@ -133,8 +133,8 @@ func TestBatteryCorruptSnapshots(t *testing.T) {
 		}, names: "vol-", restores: true},
 		snapCase{name: "its volume replaced by another", make: func(t *testing.T, dir string) (string, string) {
 			p := filepath.Join(dir, "other.ext4")
-			host(t, "truncate", "-s", "64M", p)
-			host(t, "mke2fs", "-q", "-t", "ext4", "-F", p)
+			onHost(t, "truncate", "-s", "64M", p)
+			onHost(t, "mke2fs", "-q", "-t", "ext4", "-F", p)
 			return snap, p
 		}, names: "/data"},
 		snapCase{name: "its volume replaced by a text file", make: func(t *testing.T, dir string) (string, string) {

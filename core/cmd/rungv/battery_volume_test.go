@@ -79,7 +79,7 @@ func makeBaseVolumes(t *testing.T, dir string) baseVolumes {
 	if err := os.Truncate(b.csum, 32<<20); err != nil {
 		t.Fatal(err)
 	}
-	host(t, "mke2fs", "-q", "-t", "ext4", "-b", "1024", "-I", "256", "-F", "-d", src, b.csum)
+	onHost(t, "mke2fs", "-q", "-t", "ext4", "-b", "1024", "-I", "256", "-F", "-d", src, b.csum)
 	debugfsRun(t, b.csum, true, "ea_set /xa user.small v", "ea_set -f "+big+" /xa user.big")
 	// e2fsck -D indexes the directories mke2fs -d left linear.
 	if out, err := exec.Command("e2fsck", "-fyD", b.csum).CombinedOutput(); exitCode(err) > 1 {
@@ -95,7 +95,7 @@ func makeBaseVolumes(t *testing.T, dir string) baseVolumes {
 		t.Fatalf("/xa has no xattr block:\n%s", out)
 	}
 	copySparse(t, b.csum, b.plain)
-	host(t, "tune2fs", "-O", "^metadata_csum", b.plain)
+	onHost(t, "tune2fs", "-O", "^metadata_csum", b.plain)
 	for _, j := range []struct {
 		img, base, open string
 	}{{b.journal, b.csum, "jo"}, {b.jcsum, b.plain, "jo -c"}} {
@@ -118,8 +118,8 @@ func bigDirName(i int) string {
 	return fmt.Sprintf("big/name-with-a-long-tail-to-fill-directory-blocks-%04d", i)
 }
 
-// host runs a host command that must succeed.
-func host(t *testing.T, name string, args ...string) string {
+// onHost runs a host command that must succeed.
+func onHost(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -167,7 +167,7 @@ func (v *vol) ino(t *testing.T, path string) int64 {
 // group0 returns a location dumpe2fs gives for group 0 ("Block bitmap at").
 func (v *vol) group0(t *testing.T, what string) int64 {
 	t.Helper()
-	out := host(t, "dumpe2fs", v.path)
+	out := onHost(t, "dumpe2fs", v.path)
 	m := regexp.MustCompile(what + ` at (\d+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("dumpe2fs: no %q", what)
@@ -634,7 +634,7 @@ func TestBatteryExoticVolumes(t *testing.T) {
 			if err := os.Truncate(path, size); err != nil {
 				t.Fatal(err)
 			}
-			host(t, "mke2fs", append(append([]string{"-q", "-F", "-t", "ext4"}, e.mkfs...), path)...)
+			onHost(t, "mke2fs", append(append([]string{"-q", "-F", "-t", "ext4"}, e.mkfs...), path)...)
 			if e.after != nil {
 				e.after(t, &vol{path: path})
 			}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/host"
 	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/exetrim"
 	"z.gfire.dev/gvx/core/internal/hostfile"
@@ -293,11 +294,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	}
 	defer sb.Close()
 
-	passwd, _ := sb.ReadFile(ctx, "/etc/passwd")
-	group, _ := sb.ReadFile(ctx, "/etc/group")
 	// Checked before init starts, and after a restore too: execs run as
 	// this user unless they name another.
-	u, err := lookupUser(spec.User, passwd, group)
+	u, err := host.ResolveUser(ctx, sb, spec.User)
 	if err != nil {
 		if f.user != "" {
 			return fmt.Errorf("--user: %w", err)
@@ -312,15 +311,13 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	releaseStreams()
 
 	stopper := newStopper(sb, p, f.stopTimeout)
-	backend := &sandboxBackend{
-		sb:           sb,
-		defaults:     spec,
-		passwd:       passwd,
-		group:        group,
-		stop:         stopper.stop,
-		snapshotHook: img.Config.Labels[image.SnapshotHookLabel],
-		network:      nw,
-		info: control.SandboxInfo{
+	backend := host.New(host.Config{
+		Sandbox:      sb,
+		Defaults:     host.Defaults{Env: spec.Env, Cwd: spec.Cwd, User: spec.User},
+		Stop:         stopper.stop,
+		SnapshotHook: img.Config.Labels[image.SnapshotHookLabel],
+		Network:      nw,
+		Info: control.SandboxInfo{
 			ID:       sandboxID(),
 			PID:      os.Getpid(),
 			Image:    img.ID,
@@ -330,9 +327,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			Rungv:    version,
 			Ports:    nw.ports(),
 		},
-	}
+	})
 	if snapshot != nil {
-		if err := backend.restoreHook(ctx); err != nil {
+		if err := backend.RestoreHook(ctx); err != nil {
 			return err
 		}
 		nw.Resume()
@@ -376,7 +373,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 			// client that started it its handshake.
 			srv.WaitAnswered(answerDrainTimeout)
 			stopServing()
-			checkpointed := backend.stoppedBySnapshot.Load()
+			checkpointed := backend.Checkpointed()
 			if exitStatus != nil {
 				// From here on, rungv's exit status is the command's
 				// (0 after a checkpoint) whatever happens.
@@ -425,11 +422,11 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 
 // startInit starts the sandbox's init: the command (spec) as user u, or
 // the idle init with --keep-alive.
-func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runFlags, spec processSpec, u guestUser, stdout, stderr *os.File) (*sentry.Process, error) {
+func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runFlags, spec processSpec, u host.User, stdout, stderr *os.File) (*sentry.Process, error) {
 	nw.prepareGuest(ctx, sb)
 	init := sentry.ProcessSpec{
 		Argv:   spec.Argv,
-		Env:    withHome(spec.Env, u.Home),
+		Env:    host.WithHome(spec.Env, u.Home),
 		Cwd:    spec.Cwd,
 		UID:    u.UID,
 		GID:    u.GID,
@@ -441,7 +438,7 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 		init.Stdin = os.Stdin
 	}
 	if f.tty {
-		init.Env = mergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
+		init.Env = host.MergeEnv(init.Env, []string{"TERM=" + envOr("TERM", "xterm")})
 	}
 	var p *sentry.Process
 	var err error
@@ -452,7 +449,7 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 	}
 	var wde *sentry.WorkingDirError
 	if errors.As(err, &wde) {
-		// Before startFailureOf, which would take its errno for the
+		// Before host.StartFailureOf, which would take its errno for the
 		// command's.
 		if f.workdir != "" {
 			return nil, fmt.Errorf("--workdir %.64q: the directory cannot be created in the sandbox: %v; give one that exists there or can be created", f.workdir, wde.Err)
@@ -461,11 +458,11 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 	}
 	if err != nil {
 		// Exit statuses as docker run's: 127 not found, 126 not runnable.
-		if f, ok := startFailureOf(init.Argv[0], err); ok {
-			fmt.Fprintln(os.Stderr, "rungv:", f.message)
-			return nil, exitError(f.code)
+		if f, ok := host.StartFailureOf(init.Argv[0], err); ok {
+			fmt.Fprintln(os.Stderr, "rungv:", f.Message)
+			return nil, exitError(f.Code)
 		}
-		return nil, sandboxError(err)
+		return nil, host.SandboxError(err)
 	}
 	return p, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"math/big"
 	"os"
 	"path"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"z.gfire.dev/gvx/core/host"
 	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/hostfile"
 	"z.gfire.dev/gvx/core/sentry"
@@ -54,7 +54,7 @@ func (f *runFlags) processFlags() (processDefaults, error) {
 		if err != nil {
 			return d, err
 		}
-		d.Env = mergeEnv(d.Env, entries)
+		d.Env = host.MergeEnv(d.Env, entries)
 	}
 	for _, e := range f.env {
 		kv, ok, err := expandEnvEntry(e)
@@ -62,7 +62,7 @@ func (f *runFlags) processFlags() (processDefaults, error) {
 			return d, fmt.Errorf("--env %q: %w", e, err)
 		}
 		if ok {
-			d.Env = mergeEnv(d.Env, []string{kv})
+			d.Env = host.MergeEnv(d.Env, []string{kv})
 		}
 	}
 	if f.workdir != "" {
@@ -71,7 +71,7 @@ func (f *runFlags) processFlags() (processDefaults, error) {
 		}
 	}
 	if f.user != "" {
-		if _, err := parseUserSpec(f.user); err != nil {
+		if err := host.CheckUser(f.user); err != nil {
 			return d, fmt.Errorf("--user: %w", err)
 		}
 	}
@@ -103,7 +103,7 @@ func checkWorkdir(dir string) error {
 // override the image's variables by name. For errNoCommand the spec's Env,
 // Cwd and User are still set: execs take their defaults from them.
 func resolveCommand(cfg image.Config, entrypoint *string, args []string, d processDefaults) (processSpec, error) {
-	spec := processSpec{Env: mergeEnv(cfg.Env, d.Env), Cwd: d.Workdir, User: d.User}
+	spec := processSpec{Env: host.MergeEnv(cfg.Env, d.Env), Cwd: d.Workdir, User: d.User}
 	if spec.Cwd == "" {
 		spec.Cwd = cfg.WorkingDir
 	}
@@ -193,165 +193,6 @@ func readEnvFile(path string) ([]string, error) {
 		return nil, fmt.Errorf("--env-file %s: %w", path, err)
 	}
 	return entries, nil
-}
-
-// mergeEnv returns base with each entry of override replacing the entry of
-// the same name, or appended.
-func mergeEnv(base, override []string) []string {
-	out := append([]string(nil), base...)
-	index := map[string]int{}
-	for i, e := range out {
-		k, _, _ := strings.Cut(e, "=")
-		index[k] = i
-	}
-	for _, e := range override {
-		k, _, _ := strings.Cut(e, "=")
-		if i, ok := index[k]; ok {
-			out[i] = e
-		} else {
-			index[k] = len(out)
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// guestUser is a user resolved against the image's /etc/passwd and
-// /etc/group.
-type guestUser struct {
-	UID, GID uint32
-	Home     string
-}
-
-// userSpec is a parsed "name|uid[:group|gid]", as docker run -u takes it.
-type userSpec struct {
-	user, group string // as given; group is "" without one
-	uid, gid    uint32 // for a numeric user or group
-	numericUser bool
-	numericGID  bool
-}
-
-// maxID bounds numeric uids and gids, as docker's (runc's) does.
-const maxID = math.MaxInt32
-
-// parseUserSpec parses a user as -u, an exec or an owner gives it. A part
-// of digits only is a uid or gid.
-func parseUserSpec(spec string) (userSpec, error) {
-	var u userSpec
-	const want = "give name|uid[:group|gid], e.g. 1000:1000 or nobody"
-	user, group, hasGroup := strings.Cut(spec, ":")
-	switch {
-	case user == "":
-		return u, fmt.Errorf("user %.64q has no name or uid; %s", spec, want)
-	case hasGroup && group == "":
-		return u, fmt.Errorf("user %.64q has an empty group after ':'; %s", spec, want)
-	case strings.Contains(group, ":"):
-		return u, fmt.Errorf("user %.64q has more than one ':'; %s", spec, want)
-	}
-	u.user, u.group = user, group
-	var err error
-	if u.uid, u.numericUser, err = parseID(user); err != nil {
-		return u, fmt.Errorf("user %.64q: %w", spec, err)
-	}
-	if hasGroup {
-		if u.gid, u.numericGID, err = parseID(group); err != nil {
-			return u, fmt.Errorf("user %.64q: %w", spec, err)
-		}
-	}
-	return u, nil
-}
-
-// parseID parses a uid or gid, reporting false for a name.
-func parseID(s string) (uint32, bool, error) {
-	if strings.Trim(s, "0123456789") != "" {
-		return 0, false, nil
-	}
-	id, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || id > maxID {
-		// As docker run words it.
-		return 0, false, fmt.Errorf("uids and gids must be in range 0-%d; give one in that range, or a name", maxID)
-	}
-	return uint32(id), true, nil
-}
-
-// lookupUser resolves "uid[:gid]" or "name[:group]" (either part numeric or
-// a name) against passwd and group file contents, which may be empty.
-func lookupUser(spec string, passwd, group []byte) (guestUser, error) {
-	if spec == "" {
-		spec = "0"
-	}
-	us, err := parseUserSpec(spec)
-	if err != nil {
-		return guestUser{}, err
-	}
-	u := guestUser{UID: us.uid, Home: "/"}
-	entries := parseColonFile(passwd, 7)
-	if us.numericUser {
-		// A numeric user without a passwd entry gets gid 0, as in docker.
-		for _, f := range entries {
-			if f[2] == us.user {
-				gid, _ := strconv.ParseUint(f[3], 10, 32)
-				u.GID, u.Home = uint32(gid), f[5]
-				break
-			}
-		}
-	} else {
-		found := false
-		for _, f := range entries {
-			if f[0] == us.user {
-				uid, err1 := strconv.ParseUint(f[2], 10, 32)
-				gid, err2 := strconv.ParseUint(f[3], 10, 32)
-				if err1 != nil || err2 != nil {
-					return guestUser{}, fmt.Errorf("user %.64q: malformed /etc/passwd entry in the image; fix the image's /etc/passwd, or give a numeric uid[:gid]", us.user)
-				}
-				u.UID, u.GID, u.Home = uint32(uid), uint32(gid), f[5]
-				found = true
-				break
-			}
-		}
-		if !found {
-			return guestUser{}, fmt.Errorf("user %.64q is not in the image's /etc/passwd; use a numeric uid[:gid] or a user the image has", us.user)
-		}
-	}
-	switch {
-	case us.numericGID:
-		u.GID = us.gid
-	case us.group != "":
-		found := false
-		for _, f := range parseColonFile(group, 4) {
-			if f[0] == us.group {
-				gid, err := strconv.ParseUint(f[2], 10, 32)
-				if err != nil {
-					return guestUser{}, fmt.Errorf("group %.64q: malformed /etc/group entry in the image; fix the image's /etc/group, or give a numeric gid", us.group)
-				}
-				u.GID, found = uint32(gid), true
-				break
-			}
-		}
-		if !found {
-			return guestUser{}, fmt.Errorf("group %.64q is not in the image's /etc/group; use a numeric gid", us.group)
-		}
-	}
-	if u.Home == "" {
-		u.Home = "/"
-	}
-	return u, nil
-}
-
-// parseColonFile splits passwd/group-style lines into at least n fields.
-func parseColonFile(b []byte, n int) [][]string {
-	var out [][]string
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Split(line, ":")
-		if len(f) < n {
-			continue
-		}
-		out = append(out, f)
-	}
-	return out
 }
 
 // errSizeTooLarge is parseBytes' error for a size of 2^63 bytes or more,

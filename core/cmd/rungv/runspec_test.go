@@ -106,39 +106,6 @@ func TestProcessFlags(t *testing.T) {
 	}
 }
 
-func TestLookupUser(t *testing.T) {
-	passwd := []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001:App:/home/app:/bin/sh\n")
-	group := []byte("root:x:0:\nstaff:x:50:\n")
-	cases := []struct {
-		spec string
-		want guestUser
-		err  string
-	}{
-		{"", guestUser{0, 0, "/root"}, ""},
-		{"app", guestUser{1000, 1001, "/home/app"}, ""},
-		{"1000", guestUser{1000, 1001, "/home/app"}, ""},
-		{"4242", guestUser{4242, 0, "/"}, ""},
-		{"app:staff", guestUser{1000, 50, "/home/app"}, ""},
-		{"65534:65534", guestUser{65534, 65534, "/"}, ""},
-		{"nobody", guestUser{}, "not in the image's /etc/passwd"},
-		{"app:wheel", guestUser{}, "not in the image's /etc/group"},
-		{"a:b:c", guestUser{}, "more than one ':'"},
-		{"2147483648", guestUser{}, "must be in range 0-2147483647"},
-	}
-	for _, c := range cases {
-		got, err := lookupUser(c.spec, passwd, group)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%q: %v, want error %q", c.spec, err, c.err)
-			}
-			continue
-		}
-		if err != nil || got != c.want {
-			t.Errorf("%q: %+v %v, want %+v", c.spec, got, err, c.want)
-		}
-	}
-}
-
 // TestSizeGrammar reads sizes as core/testdata/sizes.json says, the cases
 // Python's parse_size is held to as well.
 func TestSizeGrammar(t *testing.T) {

@@ -1,0 +1,172 @@
+package layout
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// gvisor is the prefix of gVisor's packages.
+const gvisor = "gvisor.dev/"
+
+// TestGVisorStaysBehindTheLibraries keeps gVisor's packages behind core's
+// own: the rungv command builds on core/sentry and core/host, and the SDK
+// (core/gvx) and the C library (capi) drive rungv from outside, so none of
+// them names a gVisor package itself.
+func TestGVisorStaysBehindTheLibraries(t *testing.T) {
+	for _, rule := range []struct {
+		pkg string
+		cgo bool
+		// closure also checks every package pkg builds on, allowing
+		// only these gVisor packages; nil checks pkg's own imports.
+		closure []string
+	}{
+		{pkg: "z.gfire.dev/gvx/core/cmd/rungv"},
+		{pkg: "z.gfire.dev/gvx/core/gvx", closure: []string{}},
+		// capi reaches gVisor's cleanup helper through core/ext4lite,
+		// and nothing else of it.
+		{pkg: "z.gfire.dev/gvx/capi", cgo: true, closure: []string{"gvisor.dev/gvisor/pkg/cleanup"}},
+	} {
+		pkgs := goList(t, rule.pkg, rule.cgo)
+		root := pkgs[rule.pkg]
+		if root == nil {
+			t.Fatalf("go list did not describe %s", rule.pkg)
+		}
+		if rule.closure == nil {
+			for _, e := range gvisorImports(t, root) {
+				t.Errorf("%s imports %s; only core's libraries (core/sentry, core/host, ...) may import gVisor: move the code that needs it there", e.file, e.path)
+			}
+			continue
+		}
+		for _, dep := range append([]string{rule.pkg}, root.Deps...) {
+			p := pkgs[dep]
+			if p == nil || strings.HasPrefix(dep, gvisor) {
+				continue
+			}
+			for _, e := range gvisorImports(t, p) {
+				if slices.Contains(rule.closure, e.path) {
+					continue
+				}
+				t.Errorf("%s builds on gVisor: %s imports %s (%s); keep the Sentry out of it, or say why here", rule.pkg, e.file, e.path, strings.Join(importChain(pkgs, rule.pkg, dep), " -> "))
+			}
+		}
+	}
+}
+
+// listedPackage is what go list -json says of a package.
+type listedPackage struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	CgoFiles   []string
+	Imports    []string
+	Deps       []string
+}
+
+// goList describes pkg and every package it builds on, by import path, as
+// `go build` sees them with cgo on or off.
+func goList(t *testing.T, pkg string, cgo bool) map[string]*listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Dir,GoFiles,CgoFiles,Imports,Deps", pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+map[bool]string{true: "1", false: "0"}[cgo])
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", pkg, err, stderr.String())
+	}
+	pkgs := map[string]*listedPackage{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		p := new(listedPackage)
+		if err := dec.Decode(p); errors.Is(err, io.EOF) {
+			return pkgs
+		} else if err != nil {
+			t.Fatalf("go list %s: decoding its output: %v", pkg, err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+}
+
+// fileImport is one import of a gVisor package by a source file.
+type fileImport struct {
+	file string // relative to the module's root when inside it
+	path string
+}
+
+// gvisorImports returns the gVisor packages p's source files import, with
+// the file that imports each.
+func gvisorImports(t *testing.T, p *listedPackage) []fileImport {
+	t.Helper()
+	if !slices.ContainsFunc(p.Imports, func(s string) bool { return strings.HasPrefix(s, gvisor) }) {
+		return nil
+	}
+	var out []fileImport
+	fset := token.NewFileSet()
+	for _, name := range append(slices.Clone(p.GoFiles), p.CgoFiles...) {
+		path := filepath.Join(p.Dir, name)
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatalf("parsing %s: %v", path, err)
+		}
+		for _, imp := range f.Imports {
+			ip, err := strconv.Unquote(imp.Path.Value)
+			if err == nil && strings.HasPrefix(ip, gvisor) {
+				out = append(out, fileImport{file: relToModule(path), path: ip})
+			}
+		}
+	}
+	return out
+}
+
+// importChain returns the shortest chain of imports from one package to
+// another, both in pkgs.
+func importChain(pkgs map[string]*listedPackage, from, to string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		at := queue[0]
+		queue = queue[1:]
+		if at == to {
+			var chain []string
+			for ; at != ""; at = prev[at] {
+				chain = append(chain, at)
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		if p := pkgs[at]; p != nil {
+			for _, next := range p.Imports {
+				if _, seen := prev[next]; !seen {
+					prev[next] = at
+					queue = append(queue, next)
+				}
+			}
+		}
+	}
+	return []string{from, "...", to}
+}
+
+// relToModule names path relative to the module's root, three
+// directories up from this package's.
+func relToModule(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(filepath.Join(wd, "..", "..", ".."), path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
