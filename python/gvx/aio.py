@@ -20,7 +20,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, TypeVar, Union
 
-from . import _ffi
+from . import _ffi, errors
 from . import env as _env
 from . import sandbox as _sandbox
 
@@ -108,7 +108,12 @@ class Sandbox:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        try:
+            await self.close()
+        except errors.SandboxUnavailableError:
+            # As gvx.Sandbox's __exit__: the block's own exception comes first.
+            if exc[0] is None:
+                raise
 
 
 class GvxEnv:
