@@ -44,7 +44,7 @@ extern "C" {
 #define GVX_E_INTERNAL (-2)    /* a bug in libgvx: please report the message */
 #define GVX_E_NOT_FOUND (-3)   /* no such image or file (a missing command is exit code 127) */
 #define GVX_E_CLOSED (-4)      /* the handle is closed or was never valid */
-#define GVX_E_UNAVAILABLE (-5) /* the sandbox exited or cannot be reached */
+#define GVX_E_UNAVAILABLE (-5) /* the sandbox exited, cannot be reached, or did not stop cleanly */
 #define GVX_E_TIMEOUT (-6)     /* a deadline passed */
 #define GVX_E_PERMISSION (-7)  /* denied inside the sandbox */
 #define GVX_E_START (-8)       /* the sandbox could not start: the message says why */
@@ -290,7 +290,9 @@ int gvx_sandbox_wait(uint64_t sandbox, int *exit_code, char **err);
  * started from the same configuration, then closes the old one: every
  * process and every write to the root filesystem are gone; volumes keep
  * what was written to them (clone a golden volume per episode for fresh
- * state, see gvx_volume_clone). The handle stays valid.
+ * state, see gvx_volume_clone). The handle stays valid. Once the fresh
+ * sandbox is in place the reset succeeds, even if the old sandbox did not
+ * stop cleanly (which gvx_sandbox_close would report).
  */
 int gvx_sandbox_reset(uint64_t sandbox, char **err);
 
@@ -299,6 +301,12 @@ int gvx_sandbox_reset(uint64_t sandbox, char **err);
  * period), waits for its process and releases the handle. Calls in
  * progress on other threads return GVX_E_UNAVAILABLE. Closing a closed
  * handle returns GVX_E_CLOSED.
+ *
+ * If the sandbox did not stop cleanly, it returns GVX_E_UNAVAILABLE and
+ * *err says what happened: its process had to be killed, ended before it
+ * reported the sandbox's end (killed from outside, or crashed), or could
+ * not write back the sandbox's volumes, which then keep their last
+ * committed state. The handle is released all the same.
  */
 int gvx_sandbox_close(uint64_t sandbox, char **err);
 

@@ -64,6 +64,9 @@ func statusOf(err error) int {
 		return se.status
 	case errors.Is(err, gvx.ErrClosed):
 		return statusClosed
+	case errors.Is(err, gvx.ErrStopFailed):
+		// Close's: the sandbox is gone, but did not stop cleanly.
+		return statusUnavailable
 	case errors.Is(err, context.Canceled):
 		return statusCanceled
 	case errors.Is(err, context.DeadlineExceeded), control.IsCode(err, control.CodeTimeout):

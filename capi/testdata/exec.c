@@ -1,10 +1,14 @@
 /*
  * Drives a real sandbox through gvx.h alone, proving the ABI without
  * Python: version, a sandbox, an exec with stdin and both outputs, a
- * streamed exec, files, and the errors for bad input and closed handles.
+ * streamed exec, files, and the errors for bad input and closed handles,
+ * and for a sandbox whose process was killed from outside.
  *
  * Environment: GVX_TEST_CONFIG (the sandbox's config_json).
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,19 @@ static void on_output(void *userdata, int stream, const uint8_t *data, size_t le
 		c->len += len;
 	}
 	c->chunks++;
+}
+
+/* rungv's pid, from the sandbox's info; 0 if it cannot be read. */
+static long rungv_pid(uint64_t sb) {
+	char *info = NULL, *err = NULL;
+	if (gvx_sandbox_info(sb, &info, &err) != GVX_OK) {
+		gvx_free(err);
+		return 0;
+	}
+	const char *p = strstr(info, "\"pid\":");
+	long pid = p != NULL ? strtol(p + strlen("\"pid\":"), NULL, 10) : 0;
+	gvx_free(info);
+	return pid;
 }
 
 int main(void) {
@@ -144,6 +161,27 @@ int main(void) {
 	status = gvx_sandbox_exec(sb, "{\"argv\": [\"true\"]}", NULL, 0, &result, &out, &out_len, &errb, &err_len, &err);
 	CHECK(status == GVX_E_CLOSED, "exec after close: %d", status);
 	gvx_free(err);
+
+	/* A sandbox whose rungv was killed: a reset still gives a fresh one, and
+	 * closing one says it did not stop cleanly, once. */
+	status = gvx_sandbox_new(config, &sb, &err);
+	CHECK(status == GVX_OK, "second sandbox: %d %s", status, err ? err : "");
+	long pid = rungv_pid(sb);
+	CHECK(pid > 0 && kill((pid_t)pid, SIGKILL) == 0, "killing rungv %ld", pid);
+	status = gvx_sandbox_reset(sb, &err);
+	CHECK(status == GVX_OK, "reset of a killed sandbox: %d %s", status, err ? err : "");
+	long fresh = rungv_pid(sb);
+	CHECK(fresh > 0 && fresh != pid && kill((pid_t)fresh, SIGKILL) == 0, "killing the fresh rungv %ld", fresh);
+	status = gvx_sandbox_close(sb, &err);
+	CHECK(status == GVX_E_UNAVAILABLE && err != NULL && strstr(err, "did not stop cleanly") != NULL &&
+	          strstr(err, "killed by SIGKILL") != NULL,
+	      "close of a killed sandbox: %d %s", status, err ? err : "");
+	gvx_free(err);
+	err = NULL;
+	status = gvx_sandbox_close(sb, &err);
+	CHECK(status == GVX_E_CLOSED, "second close of a killed sandbox: %d", status);
+	gvx_free(err);
+	err = NULL;
 
 	status = gvx_sandbox_new("{\"image\": \"\"}", &sb, &err);
 	CHECK(status == GVX_E_INVALID && strstr(err, "image") != NULL, "empty image: %d", status);

@@ -23,8 +23,15 @@ import (
 // stderrTail is how much of rungv's stderr a Sandbox keeps for errors.
 const stderrTail = 64 << 10
 
-// closeGrace is how long Close lets the sandbox stop before killing it.
-const closeGrace = 5 * time.Second
+// closeGrace is how long Close gives the sandbox's init to exit after
+// SIGTERM before rungv kills every guest process; closeMargin is how much
+// longer Close waits for rungv to shut the sandbox down (write back its
+// volumes) and exit before it kills rungv. Variables, so that tests can
+// shorten them.
+var (
+	closeGrace  = 5 * time.Second
+	closeMargin = 5 * time.Second
+)
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
@@ -41,6 +48,9 @@ type Sandbox struct {
 	statusOnce sync.Once
 	code       int
 	codeOK     bool
+	// stopErr is why rungv could not shut the sandbox down, from the
+	// pipe's second line; empty if it did.
+	stopErr string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -48,6 +58,13 @@ type Sandbox struct {
 
 // ErrClosed is returned by calls on a closed Sandbox.
 var ErrClosed = errors.New("gvx: the sandbox is closed")
+
+// ErrStopFailed is wrapped by the error of a Close that found the sandbox
+// did not stop cleanly: rungv had to be killed, ended before it reported
+// the sandbox's end, or could not write back the sandbox's volumes. The
+// process is gone all the same; the volumes keep their last committed
+// state.
+var ErrStopFailed = errors.New("gvx: the sandbox did not stop cleanly")
 
 // New starts a sandbox and returns once it runs and answers on its control
 // connection. ctx bounds the start (including pulling the image) only.
@@ -178,9 +195,15 @@ func (sb *Sandbox) failure(what string, err error) error {
 		err = fmt.Errorf("%w (%s)", err, sb.death())
 	case <-time.After(2 * time.Second):
 	}
+	// rungv's words are data, never part of a format string: a panic
+	// message may hold '%'.
+	return fmt.Errorf("gvx: %s: %w%s", what, err, sb.lastWords())
+}
+
+// lastWords returns rungv's crash report or, without one, the tail of its
+// stderr, as lines to append to an error; "" if rungv said nothing.
+func (sb *Sandbox) lastWords() string {
 	if crash, more := sb.tail.Crash(); crash != "" {
-		// The report is data, never part of a format string: a panic
-		// message may hold '%'.
 		report := crash
 		if more > 0 {
 			report += fmt.Sprintf("\n… and %d more lines: the whole report went to rungv's stderr (Config.Stderr in Go; the process's stderr from C and Python)", more)
@@ -188,13 +211,12 @@ func (sb *Sandbox) failure(what string, err error) error {
 		if hint := crashHint(crash); hint != "" {
 			report += "\n" + hint
 		}
-		return fmt.Errorf("gvx: %s: %w\nrungv crashed:\n%s", what, err, report)
+		return "\nrungv crashed:\n" + report
 	}
-	msg := strings.TrimSpace(sb.tail.String())
-	if msg != "" {
-		return fmt.Errorf("gvx: %s: %w\nrungv said:\n%s", what, err, msg)
+	if msg := strings.TrimSpace(sb.tail.String()); msg != "" {
+		return "\nrungv said:\n" + msg
 	}
-	return fmt.Errorf("gvx: %s: %w", what, err)
+	return ""
 }
 
 // startFailure explains why rungv did not start. When rungv exited saying
@@ -305,14 +327,20 @@ func (sb *Sandbox) exitCode() (int, error) {
 // exited: only a process rungv wrongly passed the pipe to could hold it.
 const statusGrace = 2 * time.Second
 
-// readStatus reads the exit status line from the pipe.
+// statusMax bounds what is read from the exit status pipe: rungv writes
+// at most PIPE_BUF bytes there.
+const statusMax = 4096
+
+// readStatus reads the exit status pipe: the command's exit status on the
+// first line, and, on a second line that rungv writes only then, why it
+// could not shut the sandbox down (a Go-quoted string).
 //
 // Preconditions: sb.exited is closed.
 func (sb *Sandbox) readStatus() {
 	defer sb.status.Close()
 	sb.status.SetReadDeadline(time.Now().Add(statusGrace))
-	b, _ := io.ReadAll(io.LimitReader(sb.status, 32))
-	line, ok := strings.CutSuffix(string(b), "\n")
+	b, _ := io.ReadAll(io.LimitReader(sb.status, statusMax))
+	line, rest, ok := strings.Cut(string(b), "\n")
 	if !ok {
 		return
 	}
@@ -321,6 +349,16 @@ func (sb *Sandbox) readStatus() {
 		return
 	}
 	sb.code, sb.codeOK = code, true
+	if rest == "" {
+		return
+	}
+	// rungv writes both lines at once, so a second line is whole; read
+	// one that is not as it is, still a failure.
+	line = strings.TrimSuffix(rest, "\n")
+	if msg, err := strconv.Unquote(line); err == nil {
+		line = msg
+	}
+	sb.stopErr = line
 }
 
 // ExecOptions tune Exec. The zero value runs with the image's environment,
@@ -477,21 +515,58 @@ func (sb *Sandbox) Signal(ctx context.Context, sig syscall.Signal) error {
 	return sb.callError(sb.client.Signal(ctx, int(sig)))
 }
 
-// Close stops the sandbox (SIGTERM to init, then SIGKILL after a grace
-// period) and waits for the rungv process to exit. It is idempotent.
+// Close stops the sandbox and waits for the rungv process to exit: SIGTERM
+// to the sandbox's init, then, after a grace period, SIGKILL to every
+// guest process; rungv then writes back the sandbox's volumes and exits. A
+// rungv that has not exited a while after the grace period is killed.
+//
+// Close returns nil if the sandbox stopped cleanly. Otherwise it returns an
+// error that wraps ErrStopFailed and says what happened: rungv had to be
+// killed; rungv ended before it reported the sandbox's end (killed from
+// outside or crashed, before Close or during it); or rungv could not write
+// back the volumes. The sandbox is gone either way; its volumes keep their
+// last committed state, which may lack what was written since a guest's
+// last fsync. Close is idempotent: later calls return the first call's
+// result.
 func (sb *Sandbox) Close() error {
 	sb.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		wait := closeGrace + closeMargin
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		sb.client.Shutdown(ctx, closeGrace)
+		killed := false
 		select {
 		case <-sb.exited:
 		case <-ctx.Done():
 			sb.cmd.Process.Kill()
 			<-sb.exited
+			killed = true
 		}
 		sb.statusOnce.Do(sb.readStatus)
 		sb.client.Close()
+		sb.closeErr = sb.stopError(killed, wait)
 	})
 	return sb.closeErr
+}
+
+// stopError says how the sandbox failed to stop, or returns nil if it
+// stopped cleanly: rungv reported the sandbox's end, and no failure to
+// shut it down. killed says that Close killed rungv after waiting for it
+// for waited.
+//
+// Preconditions: sb.exited is closed and the exit status pipe read.
+func (sb *Sandbox) stopError(killed bool, waited time.Duration) error {
+	const volumes = "its volumes, if any, keep their last committed state, which may lack what was written since a guest's last fsync"
+	switch {
+	case killed && !sb.codeOK:
+		return fmt.Errorf("%w: rungv had not shut the sandbox down %v after it was asked to (%v for the init to exit after SIGTERM, %v more to end the rest and write back the volumes), so Close killed it with SIGKILL; %s. "+
+			"A host too busy to run the sandbox, or a sandbox stalled inside gVisor (README, Known limitations), does this: check the host's load, and check the volumes with `rungv volume check` before reusing them%s",
+			ErrStopFailed, waited, closeGrace, waited-closeGrace, volumes, sb.lastWords())
+	case !sb.codeOK:
+		return fmt.Errorf("%w: rungv ended before it reported the sandbox's end (%s); %s: check them with `rungv volume check` before reusing them%s",
+			ErrStopFailed, sb.death(), volumes, sb.lastWords())
+	case sb.stopErr != "":
+		return fmt.Errorf("%w: rungv could not shut the sandbox down: %s", ErrStopFailed, sb.stopErr)
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
-from . import _ffi
+from . import _ffi, errors
 from . import env as _env
 from . import sandbox as _sandbox
 from . import volumes as _volumes
@@ -112,7 +112,12 @@ class Sandbox:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        try:
+            await self.close()
+        except errors.SandboxUnavailableError:
+            # As gvx.Sandbox's __exit__: the block's own exception comes first.
+            if exc[0] is None:
+                raise
 
     # Introspection.
 

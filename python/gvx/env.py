@@ -19,6 +19,7 @@ import string
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -98,6 +99,13 @@ class GvxEnv(_Base):  # type: ignore[misc]
         sandbox_options: passed to :class:`gvx.Sandbox` (memory, cpus, env, …);
             ``restore=SNAPSHOT`` makes every episode a restored snapshot (see
             :func:`gvx.docker.snapshot`, with ``golden`` the snapshot's volume).
+
+    A sandbox the environment is done with (the last episode's, on
+    :meth:`reset`; every one, on :meth:`close`) that does not stop cleanly —
+    :meth:`gvx.Sandbox.close` raises :class:`gvx.SandboxUnavailableError` — is
+    reported with :func:`warnings.warn` (a ``RuntimeWarning`` carrying the
+    error's message) and otherwise ignored: a reset still hands over the fresh
+    sandbox, and close still closes the rest.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}
@@ -215,9 +223,16 @@ class GvxEnv(_Base):  # type: ignore[misc]
         return sb
 
     def _close_and_discard(self, sb: Sandbox) -> None:
-        """Closes a sandbox and deletes its episode clone."""
+        """Closes a sandbox and deletes its episode clone.
+
+        A sandbox that did not stop cleanly is a ``RuntimeWarning``, not an
+        error: it is gone all the same, its clone is deleted all the same, and
+        the reset or close that retires it goes on (see :class:`GvxEnv`).
+        """
         try:
             sb.close()
+        except errors.SandboxUnavailableError as e:
+            warnings.warn(f"gvx.GvxEnv: closing a sandbox it was done with: {e}", RuntimeWarning, stacklevel=2)
         finally:
             clone = self._clones.pop(id(sb), None)
             if clone is not None:

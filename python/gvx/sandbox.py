@@ -44,9 +44,24 @@ def _owner_arg(owner: Optional[Owner], what: str) -> Optional[bytes]:
 
 
 def _close_handle(handle: int) -> None:
-    """Closes a sandbox handle, ignoring a handle already closed (finalizer)."""
+    """Closes a sandbox handle.
+
+    Raises :class:`errors.SandboxUnavailableError` if the sandbox did not stop
+    cleanly. A handle already closed, or one inherited by a forked process (whose
+    close is a no-op), raises nothing.
+    """
     try:
         _ffi.call(_ffi.lib().gvx_sandbox_close, ctypes.c_uint64(handle))
+    except errors.SandboxUnavailableError:
+        raise
+    except errors.GvxError:
+        pass
+
+
+def _finalize_handle(handle: int) -> None:
+    """The garbage collector's close: nobody is there to be told that it failed."""
+    try:
+        _close_handle(handle)
     except errors.GvxError:
         pass
 
@@ -123,13 +138,25 @@ class Sandbox:
         self._handle = handle.value
         self._lock = threading.Lock()
         self._closed = False
-        self._finalizer = weakref.finalize(self, _close_handle, self._handle)
+        self._finalizer = weakref.finalize(self, _finalize_handle, self._handle)
         self._info: Optional[SandboxInfo] = None
 
     # Lifecycle.
 
     def close(self) -> None:
-        """Stops the sandbox and waits for its process. Calling it again does nothing."""
+        """Stops the sandbox and waits for its process. Calling it again does nothing.
+
+        Raises :class:`gvx.SandboxUnavailableError` if the sandbox did not stop
+        cleanly; the message says how: its rungv had to be killed, had ended before
+        it reported the sandbox's end (killed from outside, or crashed), or could
+        not write back the sandbox's volumes. The sandbox is gone and closed all
+        the same, so this is raised once and a second ``close()`` does nothing.
+        Mounted volumes then keep their last committed state, which may lack what
+        was written since a guest's last fsync: check them with ``rungv volume
+        check`` before reusing them. Leaving a ``with`` block that is already
+        raising does not replace the block's exception with this one, and a
+        sandbox closed by the garbage collector raises nothing.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -142,7 +169,9 @@ class Sandbox:
 
         Every process and every write to the root filesystem are gone; mounted
         volumes keep their content (use :class:`gvx.GvxEnv` with a golden volume
-        for fresh volume state per episode).
+        for fresh volume state per episode). Once the fresh sandbox is in place
+        the reset succeeds, even if the old one did not stop cleanly (which
+        :meth:`close` would raise).
         """
         _ffi.call(_ffi.lib().gvx_sandbox_reset, self._h())
         self._info = None
@@ -162,7 +191,13 @@ class Sandbox:
         )
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        try:
+            self.close()
+        except errors.SandboxUnavailableError:
+            # The block's own exception comes first: the sandbox's failure
+            # to stop often has the same cause.
+            if exc[0] is None:
+                raise
 
     def _h(self) -> ctypes.c_uint64:
         if self._closed:

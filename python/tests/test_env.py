@@ -220,6 +220,27 @@ def test_a_failed_sandbox_truncates_its_episode() -> None:
         gvx.GvxEnv(on_sandbox_failure="ignore")
 
 
+def test_a_sandbox_that_did_not_stop_cleanly_is_a_warning() -> None:
+    """The last episode's sandbox failing to stop cleanly (its rungv killed) is a
+    RuntimeWarning, not an error: reset still hands over a fresh sandbox, and
+    close still closes."""
+    with gvx.GvxEnv(warm=False) as env:
+        env.reset()
+        old = env.sandbox.pid
+        os.kill(old, signal.SIGKILL)
+        with pytest.warns(RuntimeWarning, match="did not stop cleanly(.|\n)*killed by SIGKILL"):
+            _, info = env.reset()
+            assert env._retiring is not None
+            env._retiring.result(timeout=60)  # the old sandbox is retired in the background
+        assert info["sandbox_pid"] != old
+        obs, *_ = env.step("echo fresh")
+        assert obs["stdout"] == "fresh\n"
+        os.kill(env.sandbox.pid, signal.SIGKILL)
+        with pytest.warns(RuntimeWarning, match="did not stop cleanly"):
+            env.close()
+        assert env._closed
+
+
 def test_episode_dirs_of_killed_processes_are_swept(tmp_path: Path) -> None:
     """A process killed without cleanup (SIGKILL, or SIGTERM's default, as a
     preempted job is) leaves its episode clones behind; making the next

@@ -22,7 +22,7 @@ from typing import Iterator, Union
 import pytest
 
 import gvx
-from conftest import BUSY_CHILD, PS, busy_children, children_of, descendants, live, open_fds, reliability_count, report_table
+from conftest import BUSY_CHILD, PS, busy_children, children_of, descendants, live, open_fds, reliability_count, report_table, sandboxes_of
 
 
 @pytest.fixture
@@ -384,6 +384,42 @@ def test_close_is_idempotent_and_final() -> None:
         sb.exec("true")
     assert pid not in children_of(os.getpid())
     assert open_fds() == fds_before
+
+
+def test_close_says_once_that_a_killed_sandbox_did_not_stop_cleanly() -> None:
+    """A sandbox whose rungv was killed from outside (SIGKILL, as the OOM killer
+    sends) never reported its end: close() raises once, then does nothing."""
+    sb = gvx.Sandbox()
+    pid = sb.pid
+    assert pid in sandboxes_of(os.getpid())
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(gvx.SandboxUnavailableError, match=r"did not stop cleanly: rungv ended before it reported(.|\n)*killed by SIGKILL"):
+        sb.close()
+    assert sb.closed
+    sb.close()
+    assert pid not in children_of(os.getpid())
+
+    # Leaving a with block raises it too, unless the block is already raising.
+    with pytest.raises(gvx.SandboxUnavailableError, match="did not stop cleanly"):
+        with gvx.Sandbox() as sb:
+            os.kill(sb.pid, signal.SIGKILL)
+    with pytest.raises(KeyError, match="the block's own"):
+        with gvx.Sandbox() as sb:
+            os.kill(sb.pid, signal.SIGKILL)
+            raise KeyError("the block's own")
+
+
+def test_garbage_collection_of_a_killed_sandbox_is_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The garbage collector's close has nobody to tell that the sandbox did not
+    stop cleanly: it raises nothing, not even as an unraisable exception."""
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    sb = gvx.Sandbox()
+    pid = sb.pid
+    os.kill(pid, signal.SIGKILL)
+    del sb  # the last reference: its finalizer runs here
+    assert unraisable == []
+    assert pid not in children_of(os.getpid())
 
 
 def test_garbage_collection_closes() -> None:

@@ -135,7 +135,7 @@ signal N killed it).`,
 	fl.BoolVar(&f.netRaw, "net-raw", false, "allow raw and packet sockets to guest root")
 	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")
 	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
-	fl.IntVar(&f.exitStatusFD, "exit-status-fd", 0, "write the command's exit status, as a decimal line, to inherited descriptor `N` (a pipe) just before exiting for its end: a caller that finds no status there knows that rungv itself failed, whatever its own exit status")
+	fl.IntVar(&f.exitStatusFD, "exit-status-fd", 0, "write the command's exit status, as a decimal line, to inherited descriptor `N` (a pipe) just before exiting for its end: a caller that finds no status there knows that rungv itself failed, whatever its own exit status; a second line, Go-quoted, follows only if closing the sandbox failed (its volumes not written back) and says why")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
 	fl.StringVar(&f.restore, "restore", "", "continue the sandbox saved in the snapshot `FILE` (written by rungv checkpoint) instead of running a command; give the IMAGE, volumes (clones of the saved images) and network flags it was saved with")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
@@ -365,8 +365,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		case <-p.Done():
 			st, err := p.Wait()
 			nw.Drain(publishedDrainTimeout)
-			if err := sb.Close(); err != nil {
-				fmt.Fprintln(os.Stderr, "rungv:", err)
+			closeErr := sb.Close()
+			if closeErr != nil {
+				fmt.Fprintln(os.Stderr, "rungv:", closeErr)
 			}
 			// The request that ended the sandbox (a checkpoint that
 			// stops it, a shutdown) still gets its answer, and the
@@ -381,7 +382,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 				if checkpointed {
 					code = 0
 				}
-				fmt.Fprintf(exitStatus, "%d\n", code)
+				writeExitStatus(exitStatus, code, closeErr)
 			}
 			if checkpointed {
 				if !f.quiet {
@@ -805,6 +806,32 @@ func openExitStatus(fd int) (*os.File, error) {
 	// learns that rungv is gone.
 	unix.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "exit-status"), nil
+}
+
+// exitStatusMax is PIPE_BUF: a write of at most this many bytes goes into
+// an empty pipe at once and whole, without a reader.
+const exitStatusMax = 4096
+
+// writeExitStatus writes the command's exit status as a decimal line to
+// the --exit-status-fd pipe and, if closing the sandbox failed (its
+// volumes not written back), a second line with the error, Go-quoted so
+// that it is one line, shortened to fit exitStatusMax. Both go in one
+// write, so the caller finds both lines or neither. A caller that reads
+// only one line finds no exit status when there are two, which it takes
+// for a failure of rungv: so it is.
+func writeExitStatus(w io.Writer, code int, closeErr error) error {
+	out := strconv.Itoa(code) + "\n"
+	if closeErr != nil {
+		msg := closeErr.Error()
+		line := strconv.Quote(msg)
+		for len(out)+len(line)+1 > exitStatusMax {
+			msg = msg[:len(msg)*3/4]
+			line = strconv.Quote(msg + " …")
+		}
+		out += line + "\n"
+	}
+	_, err := io.WriteString(w, out)
+	return err
 }
 
 // listenFD is the listening socket's descriptor for the lockdown rules,

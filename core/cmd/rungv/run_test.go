@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -318,6 +320,38 @@ func waitRemoved(t *testing.T, path, what string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s is still there 10 s after rungv exited", what)
+		}
+	}
+}
+
+// TestExitStatusLines: the exit status pipe holds the command's status
+// alone when the sandbox closed cleanly, and a second line, one Go-quoted
+// string, with why it did not otherwise; however long and many-lined the
+// error, both lines fit in one write the pipe takes whole.
+func TestExitStatusLines(t *testing.T) {
+	var b strings.Builder
+	writeExitStatus(&b, 137, nil)
+	if b.String() != "137\n" {
+		t.Errorf("a clean close: %q; want only the status line", b.String())
+	}
+	for _, msg := range []string{
+		"ext4fs: closing the volume: write: file too large\nand a second volume: 100% full",
+		strings.Repeat("\x00\"é\n", 20000),
+	} {
+		b.Reset()
+		writeExitStatus(&b, 3, errors.New(msg))
+		out := b.String()
+		lines := strings.SplitAfter(out, "\n")
+		if len(out) > exitStatusMax || len(lines) != 3 || lines[0] != "3\n" || lines[2] != "" {
+			t.Errorf("%d bytes in %d lines, first %q; want the status and one line, at most %d bytes", len(out), len(lines)-1, lines[0], exitStatusMax)
+			continue
+		}
+		got, err := strconv.Unquote(strings.TrimSuffix(lines[1], "\n"))
+		if err != nil {
+			t.Errorf("the second line is not a Go-quoted string: %v", err)
+		}
+		if got != msg && !(strings.HasSuffix(got, " …") && strings.HasPrefix(msg, strings.TrimSuffix(got, " …"))) {
+			t.Errorf("the second line says %q; want %q or its start", got, msg)
 		}
 	}
 }
