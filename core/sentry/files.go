@@ -49,8 +49,14 @@ func (s *Sandbox) Open(ctx context.Context, name string) (*File, error) {
 	}
 	f := &File{s: s, name: name, fd: fd}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.files == nil {
+		// Close began while the file was opened: it waits for this
+		// call, but no longer tracks files to close.
+		fd.DecRef(s.k.SupervisorContext())
+		return nil, ErrClosed
+	}
 	s.files[f] = struct{}{}
-	s.mu.Unlock()
 	return f, nil
 }
 

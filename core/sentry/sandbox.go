@@ -11,6 +11,7 @@ import (
 	"gvisor.dev/gvisor/pkg/abi/linux"
 	"gvisor.dev/gvisor/pkg/cleanup"
 	gcontext "gvisor.dev/gvisor/pkg/context"
+	"gvisor.dev/gvisor/pkg/errors/linuxerr"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
 	"gvisor.dev/gvisor/pkg/sentry/kernel/auth"
 	"gvisor.dev/gvisor/pkg/sentry/pgalloc"
@@ -330,6 +331,12 @@ func (s *Sandbox) Exec(ctx context.Context, spec ProcessSpec) (*Process, error) 
 	p, err := s.createProcess(&spec, false /* makeCwd */, nil)
 	if err != nil {
 		s.mu.Unlock()
+		if errors.Is(err, linuxerr.ENOMEM) && s.initExiting() {
+			// The kernel refuses new processes once init has begun to
+			// exit, with ENOMEM as Linux does; the sandbox is ending,
+			// not out of memory.
+			return nil, ErrStopped
+		}
 		return nil, err
 	}
 	s.procs[p] = struct{}{}
@@ -347,6 +354,14 @@ func (s *Sandbox) Exec(ctx context.Context, spec ProcessSpec) (*Process, error) 
 		}()
 	}
 	return p, nil
+}
+
+// initExiting reports whether the sandbox's init process has begun to exit.
+//
+// Preconditions: the sandbox was started.
+func (s *Sandbox) initExiting() bool {
+	leader := s.init.tg.Leader()
+	return leader == nil || len(s.k.RootPIDNamespace().IDsOfTasks([]*kernel.Task{leader}, true)) == 0
 }
 
 // start runs the process's relays and its watcher.
