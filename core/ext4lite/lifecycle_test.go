@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"z.gfire.dev/gvx/core/internal/eventually"
 )
 
 // TestOpenUnlinkedFiles: an unlinked file that is still referenced keeps
@@ -347,15 +348,19 @@ func TestPanicsBecomeErrors(t *testing.T) {
 	mustClean(t, path)
 }
 
-// TestBackgroundCommit: changes reach the journal within the commit
-// interval while the filesystem sits idle.
+// TestBackgroundCommit: a change reaches the journal while the filesystem
+// sits idle, committed in the background once older than the commit
+// interval.
 func TestBackgroundCommit(t *testing.T) {
 	path := newVolume(t, 64<<20)
 	fs := openWith(t, path, Options{CommitInterval: 50 * time.Millisecond})
 	if _, err := fs.Create(RootIno, "idle", 0o644, Owner{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	commits := fs.Stats().Commits
+	eventually.Within(t, 10*time.Second, "the idle filesystem to commit its change", func() (bool, error) {
+		return fs.Stats().Commits > commits, nil
+	})
 	abandon(fs)
 	fs = openRW(t, path)
 	if _, err := fs.Lookup(RootIno, "idle"); err != nil {

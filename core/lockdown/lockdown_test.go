@@ -84,7 +84,7 @@ func runHelper(mode string) int {
 			go func() {
 				b := make([]byte, 8<<20) // fresh mappings
 				b[len(b)-1] = byte(i)
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // a timer, under the filter
 				done <- int(b[len(b)-1])
 			}()
 		}

@@ -90,6 +90,21 @@ func openImage() (*os.File, error) {
 	return os.Open(path)
 }
 
+// firstWrite is a writer that closes wrote at the first write to it, so
+// that a helper can wait for a guest's first output rather than poll for it.
+type firstWrite struct {
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func newFirstWrite() *firstWrite { return &firstWrite{wrote: make(chan struct{})} }
+
+// Write implements io.Writer.
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.wrote) })
+	return len(p), nil
+}
+
 // runLocked boots a sandbox with host lockdown, reports on stdout, waits
 // for a line on stdin (while the parent inspects /proc/<pid>/status), then
 // does more work and shuts down.
@@ -114,13 +129,15 @@ func runLocked() error {
 		return err
 	}
 	tNew := time.Since(t0)
-	var initOut syncBuffer
-	init, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", "echo init-up; exec sleep 1000000"}, Stdout: &initOut})
+	initUp := newFirstWrite()
+	init, err := s.Start(ProcessSpec{Argv: []string{"/bin/sh", "-c", "echo init-up; exec sleep 1000000"}, Stdout: initUp})
 	if err != nil {
 		return err
 	}
-	for initOut.String() == "" {
-		time.Sleep(100 * time.Microsecond)
+	select {
+	case <-initUp.wrote:
+	case <-time.After(time.Minute):
+		return fmt.Errorf("init wrote nothing within a minute of its start")
 	}
 	tUp := time.Since(t0)
 	out := bufio.NewWriter(os.Stdout)

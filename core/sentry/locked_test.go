@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/internal/proctree"
 	"z.gfire.dev/gvx/core/lockdown"
 )
@@ -103,23 +104,16 @@ func TestKill9LeavesNothing(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.Within(t, 5*time.Second, "the stub processes to die with the sandbox process", func() (bool, error) {
 		var alive []int
 		for _, pid := range stubs {
 			if processAlive(pid) {
 				alive = append(alive, pid)
 			}
 		}
-		if len(alive) == 0 {
-			t.Logf("%d stub processes died with the sandbox process", len(stubs))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stub processes %v outlived the sandbox process", alive)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(alive) == 0, fmt.Errorf("stub processes %v outlived it", alive)
+	})
+	t.Logf("%d stub processes died with the sandbox process", len(stubs))
 }
 
 // statFields returns the fields of /proc/pid/stat after the command name.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/sentry/internal/testimage"
 )
 
@@ -193,14 +194,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor polls until cond holds or a minute passes.
+// waitFor polls until cond holds, failing t after a minute.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Within(t, time.Minute, "waiting for "+what, func() (bool, error) { return cond(), nil })
 }

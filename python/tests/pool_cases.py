@@ -13,12 +13,12 @@ import asyncio
 import os
 import signal
 import sys
-import time
 from typing import Any, Callable
 
 import pytest
 
 import gvx
+from waiting import wait_until
 
 Pool = Callable[..., Any]  # gvx.EnvPool or gvx.ray.EnvPool
 
@@ -157,10 +157,7 @@ def case_stats(make: Pool) -> None:
         _, infos = pool.reset()
         pool.step(["true"] * n)
         # Each environment prepares its next sandbox in the background.
-        deadline = time.monotonic() + 60
-        while pool.stats().warm < n:
-            assert time.monotonic() < deadline, f"the pool's warm sandboxes were not ready in 60 s: {pool.stats()}"
-            time.sleep(0.1)
+        wait_until(lambda: pool.stats().warm >= n, 60, "the pool's warm sandboxes to be ready", state=pool.stats)
         os.kill(infos[0]["sandbox_pid"], signal.SIGKILL)
         pool.step(["true"] * n)
         pool.step(["true"] * n)  # the failed episode is counted once

@@ -17,6 +17,7 @@ import gvx
 from gvx import _episodes
 from conftest import BUSY_CHILD, PS, busy_children, open_fds, rss_kib, sandboxes_of
 import pool_cases
+from waiting import await_until, wait_until
 
 gymnasium = pytest.importorskip("gymnasium", reason="gymnasium is not installed (make test installs it)")
 
@@ -107,9 +108,7 @@ def test_step_timeout_and_binary_output() -> None:
         assert info["timed_out"] and obs["exit_code"] == 137
         obs, _, _, _, info = env.step(BUSY_CHILD)
         assert info["timed_out"] and obs["exit_code"] == 137
-        deadline = time.monotonic() + 10
-        while busy_children(env.step(PS)[0]["stdout"]):
-            assert time.monotonic() < deadline, "the timed-out step's child still runs"
+        wait_until(lambda: not busy_children(env.step(PS)[0]["stdout"]), 10, "the timed-out step's child to end")
         obs, _, _, _, info = env.step("head -c 100000 /dev/urandom")
         assert env.observation_space.contains(obs) and info["output_truncated"]
 
@@ -117,7 +116,7 @@ def test_step_timeout_and_binary_output() -> None:
 def test_warm_reset_hands_over_a_prepared_sandbox() -> None:
     with gvx.GvxEnv(warm=True) as env:
         env.reset()
-        time.sleep(1.0)  # the next sandbox boots meanwhile
+        wait_until(lambda: env.ready == 1, 60, "the next sandbox to be prepared")
         _, info = env.reset()
         assert info["warm"] is True
         assert info["reset_time"] < 0.5, info  # a hand-over, not a boot (generous for loaded CI)
@@ -155,10 +154,7 @@ def test_warm_pool_depth_serves_back_to_back_resets() -> None:
     env = gvx.GvxEnv(warm=3, setup=["touch /tmp/prepared"])
     try:
         env.reset()
-        deadline = time.monotonic() + 60
-        while not all(f.done() for f in env._next):  # three boots in parallel
-            assert time.monotonic() < deadline, "prepared sandboxes never became ready"
-            time.sleep(0.05)
+        wait_until(lambda: env.ready == 3, 60, "three prepared sandboxes to be ready")  # three boots in parallel
         infos = [env.reset()[1] for _ in range(3)]
         assert [i["warm"] for i in infos] == [True, True, True], infos
         assert len({i["sandbox_pid"] for i in infos}) == 3
@@ -167,10 +163,7 @@ def test_warm_pool_depth_serves_back_to_back_resets() -> None:
     finally:
         env.close()
     # close() also closes the sandboxes still waiting in the pool.
-    deadline = time.monotonic() + 10
-    while sandboxes_of(os.getpid()):
-        assert time.monotonic() < deadline, f"sandboxes left after close: {sandboxes_of(os.getpid())}"
-        time.sleep(0.05)
+    wait_until(lambda: not sandboxes_of(os.getpid()), 10, "the sandboxes to end after close", state=lambda: sandboxes_of(os.getpid()))
 
 
 @pytest.mark.parametrize("warm", [-1, 1.5, "2", None])
@@ -326,9 +319,10 @@ def test_cancelling_an_asyncio_exec_kills_its_command() -> None:
         async with await gvx.aio.Sandbox.create() as sb:
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(sb.exec(BUSY_CHILD), 0.5)
-            deadline = time.monotonic() + 10
-            while busy_children((await sb.exec(PS)).stdout):
-                assert time.monotonic() < deadline, "the cancelled command (or its child) still runs"
+            async def ended() -> bool:
+                return not busy_children((await sb.exec(PS)).stdout)
+
+            await await_until(ended, 10, "the cancelled command (and its child) to end")
             return (await sb.exec("echo usable")).stdout
 
     assert asyncio.run(main()) == "usable\n"
@@ -348,7 +342,9 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
         for _ in range(warmup):
             env.reset()
             env.step("echo warm")
-        time.sleep(0.5)
+        # The last retired sandbox has closed once the next is prepared (it
+        # starts after that close).
+        wait_until(lambda: env.ready == 1, 60, "the next sandbox to be prepared")
         fds, kids, rss = open_fds(), len(sandboxes_of(os.getpid())), rss_kib()
         start = time.perf_counter()
         for i in range(cycles):
@@ -356,11 +352,10 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
             obs, _, _, _, _ = env.step(f"echo {i} >> /var/lib/docker/seed; tail -1 /var/lib/docker/seed; wc -l < /var/lib/docker/seed")
             assert obs["stdout"] == f"{i}\n2\n", obs
         elapsed = time.perf_counter() - start
-        time.sleep(1.0)  # retired sandboxes finish closing
+        wait_until(lambda: env.ready == 1, 60, "the next sandbox to be prepared")
         assert len(sandboxes_of(os.getpid())) <= kids, "sandbox processes accumulate"
         # The live and the prepared sandbox hold a few descriptors each, with
-        # new numbers every episode: compare counts, with room for one
-        # sandbox that is still starting.
+        # new numbers every episode: compare counts, with some room.
         assert len(open_fds()) <= len(fds) + 8, f"file descriptors leak: {len(fds)} → {len(open_fds())}"
         grown = rss_kib() - rss
         assert grown < 64 * 1024, f"RSS grew by {grown} KiB over {cycles} cycles"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/eventually"
 )
 
 // box is a rungv sandbox running the Docker image's dockerd.
@@ -97,23 +98,23 @@ func launchBox(opts boxOptions) (*box, error) {
 // waitReady waits until dockerd answers /_ping on the published socket.
 func (b *box) waitReady(timeout time.Duration) error {
 	client := b.httpClient()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	err := eventually.Wait(timeout, "dockerd to answer on "+b.sock, func() (bool, error) {
 		select {
 		case <-b.done:
-			return fmt.Errorf("rungv exited before dockerd was ready: %v\n%s", b.err, logTail(b.log.String(), 30))
+			return false, eventually.Stop(fmt.Errorf("rungv exited first: %v", b.err))
 		default:
 		}
 		resp, err := client.Get("http://docker/_ping")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return false, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("/_ping: %s", resp.Status)
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, logTail(b.log.String(), 30))
 	}
-	return fmt.Errorf("dockerd did not answer on %s within %v\n%s", b.sock, timeout, logTail(b.log.String(), 30))
+	return nil
 }
 
 // httpClient talks HTTP over the published docker socket.

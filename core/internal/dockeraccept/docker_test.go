@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/core/internal/eventually"
 )
 
 // TestDockerCLI drives one episode's dockerd from the host with the real
@@ -81,7 +83,10 @@ func TestDockerCLI(t *testing.T) {
 
 	t.Run("detached logs exec rm", func(t *testing.T) {
 		id := strings.TrimSpace(b.docker(t, "run", "-d", "--name", "sleeper", "busybox", "sh", "-c", "echo started; exec sleep 3600"))
-		waitFor(t, 20*time.Second, func() bool { return strings.Contains(b.docker(t, "logs", id), "started") }, "docker logs shows the container's output")
+		eventually.Within(t, 20*time.Second, "docker logs to show the container's output", func() (bool, error) {
+			out := b.docker(t, "logs", id)
+			return strings.Contains(out, "started"), fmt.Errorf("logs %q", out)
+		})
 		if out := b.docker(t, "exec", "sleeper", "sh", "-c", "echo exec ok; cat /proc/1/cmdline | tr '\\0' ' '"); !strings.Contains(out, "exec ok") || !strings.Contains(out, "sleep 3600") {
 			t.Errorf("docker exec: %q", out)
 		}
@@ -180,10 +185,10 @@ func TestCompose(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("%s up -d: exit %d\n%s\ndockerd log:\n%s", strings.Join(compose, " "), code, out, logTail(b.log.String(), 20))
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	eventually.Within(t, 30*time.Second, "the client service to fetch http://web:8080/ by service name", func() (bool, error) {
 		out, _ := b.exec(t, "/root/app", append(compose, "-p", "app", "logs", "client")...)
-		return strings.Contains(out, "compose web ok")
-	}, "the client service fetches http://web:8080/ by service name")
+		return strings.Contains(out, "compose web ok"), fmt.Errorf("its logs: %q", out)
+	})
 
 	got := httpGetRetry(t, fmt.Sprintf("http://127.0.0.1:%d/", port), 20*time.Second)
 	if got != "compose web ok\n" {
@@ -262,18 +267,6 @@ func TestSeedWorkflow(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting until %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -289,21 +282,18 @@ func freePort(t *testing.T) int {
 func httpGetRetry(t *testing.T, url string, timeout time.Duration) string {
 	t.Helper()
 	client := &http.Client{Timeout: 3 * time.Second}
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
+	var body []byte
+	eventually.Within(t, timeout, "GET "+url+" to answer 200", func() (bool, error) {
 		resp, err := client.Get(url)
-		if err == nil {
-			body, rerr := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if rerr == nil && resp.StatusCode == http.StatusOK {
-				return string(body)
-			}
-			err = fmt.Errorf("status %s, %v", resp.Status, rerr)
+		if err != nil {
+			return false, err
 		}
-		lastErr = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("GET %s: %v", url, lastErr)
-	return ""
+		defer resp.Body.Close()
+		body, err = io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("status %s, %v", resp.Status, err)
+		}
+		return true, nil
+	})
+	return string(body)
 }

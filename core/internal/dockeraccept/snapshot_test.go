@@ -1,12 +1,15 @@
 package dockeraccept
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/core/internal/eventually"
 )
 
 // TestSnapshotEpisodes: a ready dockerd on a clone of the golden volume is
@@ -64,10 +67,10 @@ func TestSnapshotEpisodes(t *testing.T) {
 	}
 	ep1.docker(t, "network", "create", "ep1net")
 	ep1.docker(t, "run", "-d", "--name", "srv", "--network", "ep1net", "busybox", "sh", "-c", "echo served > /tmp/i; httpd -f -p 80 -h /tmp")
-	waitFor(t, 30*time.Second, func() bool {
+	eventually.Within(t, 30*time.Second, "a container to reach another by name on a user-defined network after restore", func() (bool, error) {
 		o, _, err := ep1.tryDocker("run", "--rm", "--network", "ep1net", "busybox", "wget", "-qO-", "http://srv/i")
-		return err == nil && o == "served\n"
-	}, "a container reaching another by name on a user-defined network after restore")
+		return err == nil && o == "served\n", fmt.Errorf("wget: %q %v", o, err)
+	})
 	ep1.docker(t, "create", "--name", "ep1-created", "busybox", "true")
 
 	ep2 := episode("ep2")
