@@ -29,12 +29,15 @@ type Client struct {
 
 // clientCall is a request waiting for its response.
 type clientCall struct {
-	stdout, stderr, file io.Writer
-	resp                 chan message
+	file io.Writer
+	resp chan message
 	// fileErr is file's first write error, which fails the call: a file
 	// or archive is the call's result. The reader goroutine sets it
 	// before it delivers the response.
 	fileErr error
+	// out passes an exec's output and then its response on; nil for
+	// other requests.
+	out *outbox
 }
 
 // Dial connects to a sandbox's control endpoint: "unix:PATH" or a path.
@@ -61,7 +64,7 @@ func NewClient(ctx context.Context, conn net.Conn, name string) (*Client, error)
 		conn.SetDeadline(dl)
 		defer conn.SetDeadline(time.Time{})
 	}
-	if err := c.fw.writeJSON(Hello{Protocol: ProtocolName, Version: Version, Client: name}); err != nil {
+	if err := c.fw.writeJSON(Hello{Protocol: ProtocolName, Version: Version, Client: name, OutputWindow: execOutputWindow}); err != nil {
 		return nil, fmt.Errorf("control handshake: %w", err)
 	}
 	fr := newFrameReader(conn)
@@ -133,7 +136,11 @@ func (c *Client) read(fr *frameReader) {
 			call := c.calls[m.ID]
 			delete(c.calls, m.ID)
 			c.mu.Unlock()
-			if call != nil {
+			switch {
+			case call == nil:
+			case call.out != nil:
+				call.out.respond(m)
+			default:
 				call.resp <- m
 			}
 		case kindData:
@@ -152,19 +159,14 @@ func (c *Client) read(fr *frameReader) {
 			if len(d.data) == 0 {
 				continue
 			}
-			switch d.stream {
-			case StreamStdout:
-				if call.stdout != nil {
-					call.stdout.Write(d.data)
+			if call.out != nil {
+				if d.stream == StreamStdout || d.stream == StreamStderr {
+					call.out.put(d.stream, d.data)
 				}
-			case StreamStderr:
-				if call.stderr != nil {
-					call.stderr.Write(d.data)
-				}
-			case StreamFile:
-				if call.file != nil && call.fileErr == nil {
-					_, call.fileErr = call.file.Write(d.data)
-				}
+				continue
+			}
+			if d.stream == StreamFile && call.file != nil && call.fileErr == nil {
+				_, call.fileErr = call.file.Write(d.data)
 			}
 		}
 	}
@@ -185,6 +187,9 @@ func (c *Client) start(method string, params any, call *clientCall) (uint64, err
 	}
 	c.nextID++
 	id := c.nextID
+	if call.out != nil {
+		call.out.id, call.out.resp = id, call.resp
+	}
 	c.calls[id] = call
 	c.mu.Unlock()
 	if err := c.fw.writeJSON(message{ID: id, Method: method, Params: raw}); err != nil {
@@ -215,6 +220,15 @@ func (c *Client) wait(ctx context.Context, id uint64, call *clientCall, out any)
 		case m := <-call.resp:
 			return call.result(m, out)
 		default:
+		}
+		if call.out.hasAnswer() {
+			// It came, behind output still being written.
+			select {
+			case m := <-call.resp:
+				return call.result(m, out)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		c.forget(id)
 		return unavailable(c.Err())
@@ -249,19 +263,33 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	return c.wait(ctx, id, call, out)
 }
 
-// ExecIO are the streams of an Exec. Writers are called from the client's
-// reader goroutine and should not block for long (a bytes.Buffer is fine).
+// ExecIO are the streams of an Exec. Writers are called in order, from a
+// goroutine of the exec's own. A slow writer holds up its own command, as
+// a slow reader of a pipe would (the sandbox sends output only as the
+// writers take it), and not the client's other requests.
 type ExecIO struct {
 	Stdin  io.Reader // nil: /dev/null
 	Stdout io.Writer // nil: discarded
 	Stderr io.Writer // nil: discarded
+	// InMemory says that Stdout and Stderr only keep what they are given
+	// in memory, as a bytes.Buffer does, and never block: they are then
+	// called on the goroutine that reads the connection, which saves
+	// handing each chunk of output to another goroutine. A writer that
+	// does block would stall every request on the connection.
+	InMemory bool
 }
 
-// Exec runs a command to completion. If ctx ends first, the command is
-// killed and ctx's error returned.
+// Exec runs a command to completion and returns once its output was
+// written. If ctx ends first, the command is killed and ctx's error
+// returned; a write under way may still return after that, and nothing is
+// written from then on.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecResult, error) {
 	req.Stdin = eio.Stdin != nil
-	call := &clientCall{stdout: eio.Stdout, stderr: eio.Stderr}
+	out := newOutbox(c, eio)
+	// After a result all output was written and this does nothing; after
+	// an error it ends the delivery of the rest.
+	defer out.drop()
+	call := &clientCall{out: out}
 	id, err := c.start(MethodExec, req, call)
 	if err != nil {
 		return ExecResult{}, err
@@ -276,6 +304,8 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecRes
 		// answer in time may not read this either, and a full socket
 		// would block the write. Its answer is dropped.
 		go func() {
+			// Output the command writes as it dies is not waited for.
+			c.stopOutput(id)
 			if kid, kerr := c.start(MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, &clientCall{}); kerr == nil {
 				c.forget(kid)
 			}

@@ -62,6 +62,9 @@ type streamWriter struct {
 	fw     *frameWriter
 	id     uint64
 	stream uint8
+	// win, if set, is the flow-controlled window of an exec's output:
+	// Write sends only as much as the client can take, waiting for more.
+	win *outputWindow
 }
 
 // Write implements io.Writer.
@@ -69,8 +72,22 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if err := s.fw.writeData(s.id, s.stream, 0, p); err != nil {
-		return 0, err
+	if s.win == nil {
+		if err := s.fw.writeData(s.id, s.stream, 0, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	for sent := 0; sent < len(p); {
+		n, ok := s.win.take(len(p) - sent)
+		if !ok {
+			// The client takes no more of this output.
+			return len(p), nil
+		}
+		if err := s.fw.writeData(s.id, s.stream, 0, p[sent:sent+n]); err != nil {
+			return sent, err
+		}
+		sent += n
 	}
 	return len(p), nil
 }

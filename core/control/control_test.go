@@ -10,9 +10,11 @@ import (
 	"io/fs"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/iotest"
@@ -59,8 +61,9 @@ func (p *testProcess) Signal(sig int) error {
 func (p *testProcess) Wait() (int, int, error) { <-p.done; return p.code, p.sigd, nil }
 
 // Exec knows: echo ARGS (stdout), err ARGS (stderr), cat (stdin to
-// stdout), exit N, sleep (until signalled), spew N (N bytes of 'x'), and
-// sleep-after-hangup (a sleep whose start outlasts its client).
+// stdout), exit N, sleep (until signalled), spew N (N bytes of 'x'), drip
+// N (N bytes of 'x', a write each), and sleep-after-hangup (a sleep whose
+// start outlasts its client).
 func (b *testBackend) Exec(ctx context.Context, req ExecRequest, stdio Stdio) (Process, error) {
 	b.mu.Lock()
 	b.nextPID++
@@ -76,7 +79,7 @@ func (b *testBackend) Exec(ctx context.Context, req ExecRequest, stdio Stdio) (P
 		req.Argv[0] = "sleep"
 	}
 	switch req.Argv[0] {
-	case "echo", "err", "cat", "exit", "sleep", "spew", "env":
+	case "echo", "err", "cat", "exit", "sleep", "spew", "drip", "env":
 	default:
 		return nil, Errorf(CodeNotFound, "%s: command not found", req.Argv[0])
 	}
@@ -98,6 +101,11 @@ func (b *testBackend) Exec(ctx context.Context, req ExecRequest, stdio Stdio) (P
 		case "spew":
 			n, _ := strconv.Atoi(args[0])
 			stdio.Stdout.Write(bytes.Repeat([]byte("x"), n))
+		case "drip":
+			n, _ := strconv.Atoi(args[0])
+			for range n {
+				stdio.Stdout.Write([]byte("x"))
+			}
 		case "sleep":
 			p.sigd = <-p.sig
 			p.code = 128 + p.sigd
@@ -280,6 +288,11 @@ func TestExecStreamsLargeData(t *testing.T) {
 	if len(out) != 5000000 {
 		t.Fatalf("spew: %d bytes", len(out))
 	}
+	// Written on the connection's reader goroutine.
+	var buf bytes.Buffer
+	if _, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"cat"}, Stdin: true}, ExecIO{Stdin: bytes.NewReader(in), Stdout: &buf, InMemory: true}); err != nil || !bytes.Equal(buf.Bytes(), in) {
+		t.Fatalf("10 MiB through stdin and an in-memory stdout came back as %d bytes, different (%v)", buf.Len(), err)
+	}
 }
 
 func TestConcurrentExecs(t *testing.T) {
@@ -339,6 +352,258 @@ func TestExecTimeoutAndCancel(t *testing.T) {
 		t.Errorf("after cancel: %q", out)
 	}
 }
+
+// heldWriter is an exec's stdout that takes nothing until released, as a
+// Python callback waiting for the GIL does.
+type heldWriter struct {
+	started chan struct{} // closed at the first Write
+	release chan struct{}
+	once    sync.Once
+	writes  atomic.Int32
+	n       atomic.Int64 // bytes taken
+}
+
+func newHeldWriter() *heldWriter {
+	return &heldWriter{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+// Write implements io.Writer.
+func (w *heldWriter) Write(p []byte) (int, error) {
+	w.writes.Add(1)
+	w.once.Do(func() { close(w.started) })
+	<-w.release
+	w.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// backlog is the cost in the window (see FrameCredit) of what the client
+// holds of exec id's output.
+func backlog(c *Client, id uint64) int {
+	c.mu.Lock()
+	call := c.calls[id]
+	c.mu.Unlock()
+	if call == nil || call.out == nil {
+		return -1
+	}
+	call.out.mu.Lock()
+	defer call.out.mu.Unlock()
+	return call.out.backlog
+}
+
+// delivering counts the goroutines that pass an exec's output on.
+func delivering() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Count(buf[:n], []byte("control.(*outbox).deliver("))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestAHeldWriterHoldsBackOnlyItsCommand: while an exec's writer takes
+// nothing, the server sends one window of its output and then holds the
+// command's writes, so that what the client holds stays within the window,
+// whether the command writes large blocks or a byte at a time; the
+// connection's other requests go on; once released, the writer gets all
+// of the output.
+func TestAHeldWriterHoldsBackOnlyItsCommand(t *testing.T) {
+	for _, cmd := range []struct {
+		name string
+		size int
+	}{
+		{"spew", 4 * execOutputWindow},
+		{"drip", 2 * execOutputWindow / (FrameCredit + 1)},
+	} {
+		t.Run(cmd.name, func(t *testing.T) {
+			b := newTestBackend()
+			c, _ := serve(t, b)
+			held := newHeldWriter()
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{cmd.name, strconv.Itoa(cmd.size)}}, ExecIO{Stdout: held})
+				done <- err
+			}()
+			<-held.started
+			// The window is full once it has no room for a frame of a byte.
+			waitFor(t, "a window of output queued", func() bool { return backlog(c, 1)+FrameCredit+1 > execOutputWindow })
+			if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "beside"}}, nil); out != "beside\n" {
+				t.Errorf("exec beside a held writer: %q", out)
+			}
+			if _, err := c.Stats(context.Background()); err != nil {
+				t.Errorf("stats beside a held writer: %v", err)
+			}
+			b.mu.Lock()
+			p := b.started[0]
+			b.mu.Unlock()
+			select {
+			case <-p.done:
+				t.Error("the command ended although its output was not taken")
+			default:
+			}
+			if n := backlog(c, 1); n > execOutputWindow {
+				t.Errorf("the client holds %d of the held exec's output, beyond the window of %d", n, execOutputWindow)
+			}
+			close(held.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if n := held.n.Load(); n != int64(cmd.size) {
+				t.Errorf("the released writer got %d bytes of %d", n, cmd.size)
+			}
+		})
+	}
+}
+
+// TestAnExecLeftWithAHeldWriterLeaksNothing: an exec whose caller stops
+// waiting (its context ends, or the client closes) while its writer is
+// held returns at once; the server's command is no longer held back, and
+// once the writer returns, no goroutine is left and nothing more is
+// written.
+func TestAnExecLeftWithAHeldWriterLeaksNothing(t *testing.T) {
+	for _, end := range []string{"cancel", "close"} {
+		t.Run(end, func(t *testing.T) {
+			b := newTestBackend()
+			c, _ := serve(t, b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			held := newHeldWriter()
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Exec(ctx, ExecRequest{Argv: []string{"spew", strconv.Itoa(4 * execOutputWindow)}}, ExecIO{Stdout: held})
+				done <- err
+			}()
+			<-held.started
+			if end == "cancel" {
+				cancel()
+			} else {
+				c.Close()
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) && !IsCode(err, CodeUnavailable) {
+					t.Errorf("exec left by %s: %v", end, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("exec left by %s did not return while its writer was held", end)
+			}
+			b.mu.Lock()
+			spew := b.started[0]
+			b.mu.Unlock()
+			waitFor(t, "the command's writes let go", func() bool {
+				select {
+				case <-spew.done:
+					return true
+				default:
+					return false
+				}
+			})
+			close(held.release)
+			waitFor(t, "the exec's delivery goroutine ended", func() bool { return delivering() == 0 })
+			if n := held.writes.Load(); n != 1 {
+				t.Errorf("%d writes, want only the one under way as the exec was left", n)
+			}
+		})
+	}
+}
+
+// TestAServerWithoutFlowControl: against a server from before flow
+// control, which does not accept the hello's window, the client sends no
+// credit frames (that server would take them for the exec's stdin), holds
+// at most a window of a held writer's output, and passes it all on in
+// order once released.
+func TestAServerWithoutFlowControl(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	output := make([]byte, 3*execOutputWindow)
+	rand.Read(output)
+	served := make(chan error, 1)
+	go func() {
+		served <- func() error {
+			conn, err := l.Accept()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			fr, fw := newFrameReader(conn), &frameWriter{w: conn}
+			if _, err := fr.next(); err != nil {
+				return fmt.Errorf("reading hello: %w", err)
+			}
+			fw.writeJSON(Welcome{Protocol: ProtocolName, Version: Version})
+			if _, err := fr.next(); err != nil {
+				return fmt.Errorf("reading the exec: %w", err)
+			}
+			// Sent from another goroutine, as a server's exec does, while
+			// this one keeps reading.
+			go func() {
+				fw.writeData(1, StreamStdout, FlagEOF, output)
+				fw.writeJSON(message{ID: 1, Result: []byte(`{"exit_code":0}`)})
+			}()
+			for {
+				p, err := fr.next()
+				if err != nil {
+					return nil // the client closed
+				}
+				if p[0] == kindData {
+					return fmt.Errorf("the client sent a data frame to a server without flow control: %q", p[:min(len(p), 16)])
+				}
+			}
+		}()
+	}()
+	c, err := Dial(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := newHeldWriter()
+	var got bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"spew"}}, ExecIO{Stdout: writerFunc(func(p []byte) (int, error) {
+			held.Write(p)
+			return got.Write(p)
+		})})
+		done <- err
+	}()
+	<-held.started
+	waitFor(t, "a window of output queued", func() bool { return backlog(c, 1)+MaxData+FrameCredit > execOutputWindow })
+	if n := backlog(c, 1); n > execOutputWindow {
+		t.Errorf("the client holds %d bytes of a held exec's output, beyond the window of %d", n, execOutputWindow)
+	}
+	close(held.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), output) {
+		t.Errorf("the writer got %d bytes, not the %d sent in order", got.Len(), len(output))
+	}
+	c.Close()
+	if err := <-served; err != nil {
+		t.Error(err)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+// Write implements io.Writer.
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestExecStartingAfterItsClientLeftIsKilled: a command whose start ends
 // after its client went away, and after the server killed that client's

@@ -18,6 +18,15 @@
 // before its response. Requests are independent: a client may have many in
 // flight (many concurrent execs into one sandbox).
 //
+// An exec's output is flow-controlled when the client's hello offers a
+// window (Hello.OutputWindow) and the welcome accepts it: the server then
+// sends at most that many bytes of an exec's stdout and stderr, together,
+// beyond what the client has given back with credit frames (StreamCredit)
+// as it passed them on, each frame counting FrameCredit more than its
+// bytes. A client that is slow to take one exec's output so holds up that
+// command, as a full pipe would, and neither its other requests nor its
+// memory.
+//
 // The protocol is versioned: the hello carries the client's major version,
 // and a server refuses a major version it does not speak.
 package control
@@ -59,7 +68,19 @@ const (
 	// StreamFile carries a file's content (ReadFile, WriteFile) or a tar
 	// stream (CopyIn, CopyOut).
 	StreamFile = 3
+	// StreamCredit, from the client, gives back window for an exec's
+	// output: its bytes are a uvarint count of output bytes the client
+	// has passed on. With FlagEOF it says the client takes no more of the
+	// exec's output (it stopped waiting for it), which the server then
+	// drops.
+	StreamCredit = 4
 )
+
+// FrameCredit is what a data frame of flow-controlled output takes from
+// the window beyond its bytes, so that the window bounds what a client
+// keeps per frame too: a command writing a byte at a time fills it as one
+// writing large blocks does.
+const FrameCredit = 256
 
 // Data frame flags.
 const (
@@ -110,6 +131,9 @@ type Hello struct {
 	Protocol string `json:"protocol"`
 	Version  int    `json:"version"`
 	Client   string `json:"client,omitempty"`
+	// OutputWindow, if set, asks for flow control of each exec's output
+	// with a window of this many bytes (see the package comment).
+	OutputWindow int `json:"output_window,omitempty"`
 }
 
 // Welcome answers Hello.
@@ -118,6 +142,10 @@ type Welcome struct {
 	Version  int         `json:"version"`
 	Sandbox  SandboxInfo `json:"sandbox"`
 	Error    *Error      `json:"error,omitempty"`
+	// OutputWindow is the Hello's, if the server accepts it: each exec's
+	// output is flow-controlled. 0: it is not (a server from before flow
+	// control).
+	OutputWindow int `json:"output_window,omitempty"`
 }
 
 // SandboxInfo describes the sandbox a connection talks to.

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,6 +152,9 @@ type serverConn struct {
 
 	mu    sync.Mutex
 	calls map[uint64]*serverCall
+	// window is the output window the client asked for in its hello; 0:
+	// its execs' output is not flow-controlled.
+	window int
 	// abandoned is set once the client went away: an exec whose process
 	// starts after abandon ran must kill it itself.
 	abandoned bool
@@ -158,8 +162,9 @@ type serverConn struct {
 
 // serverCall is a request in progress.
 type serverCall struct {
-	in      *streamPipe // stdin or a written file's content, if any
-	process Process     // a running exec
+	in      *streamPipe   // stdin or a written file's content, if any
+	process Process       // a running exec
+	out     *outputWindow // an exec's output window, if flow-controlled
 }
 
 // ServeConn serves one connection until the client closes it. Commands the
@@ -226,6 +231,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, greeted func()) erro
 			sc.mu.Lock()
 			call := sc.calls[d.id]
 			sc.mu.Unlock()
+			if d.stream == StreamCredit {
+				if err := applyCredit(call, d); err != nil {
+					return err
+				}
+				continue
+			}
 			if call == nil || call.in == nil {
 				continue // the request already ended: drop
 			}
@@ -252,6 +263,10 @@ func (sc *serverConn) handshake(fr *frameReader) error {
 		return fmt.Errorf("the client does not speak %s", ProtocolName)
 	}
 	w := Welcome{Protocol: ProtocolName, Version: Version, Sandbox: sc.s.backend.Info()}
+	if h.OutputWindow > FrameCredit {
+		sc.window = h.OutputWindow
+		w.OutputWindow = h.OutputWindow
+	}
 	if h.Version != Version {
 		w.Error = Errorf(CodeUnsupported, "this sandbox speaks %s version %d, the client version %d: use a client from the same gvx release as rungv", ProtocolName, Version, h.Version)
 	}
@@ -279,8 +294,29 @@ func (sc *serverConn) register(m message) *serverCall {
 		// Input may arrive right behind the request.
 		call.in = newStreamPipe()
 	}
+	if m.Method == MethodExec && sc.window > 0 {
+		call.out = newOutputWindow(sc.window)
+	}
 	sc.calls[m.ID] = call
 	return call
+}
+
+// applyCredit applies a credit frame to its call, an exec whose output is
+// flow-controlled; for an exec that already ended it does nothing.
+func applyCredit(call *serverCall, d dataFrame) error {
+	if call == nil || call.out == nil {
+		return nil
+	}
+	if d.flags&FlagEOF != 0 {
+		call.out.close()
+		return nil
+	}
+	n, k := binary.Uvarint(d.data)
+	if k <= 0 || k != len(d.data) {
+		return errors.New("malformed credit frame: its bytes are not one uvarint")
+	}
+	call.out.grant(n)
+	return nil
 }
 
 func (sc *serverConn) done(id uint64) {
@@ -288,6 +324,9 @@ func (sc *serverConn) done(id uint64) {
 	defer sc.mu.Unlock()
 	if call := sc.calls[id]; call != nil && call.in != nil {
 		call.in.Close()
+	}
+	if call := sc.calls[id]; call != nil && call.out != nil {
+		call.out.close()
 	}
 	delete(sc.calls, id)
 }
@@ -300,6 +339,11 @@ func (sc *serverConn) abandon() {
 	for _, call := range sc.calls {
 		if call.in != nil {
 			call.in.finish(io.ErrUnexpectedEOF)
+		}
+		if call.out != nil {
+			// Nobody takes the output now; a writer waiting for credit
+			// must not keep the command's end waiting.
+			call.out.close()
 		}
 		if call.process != nil {
 			call.process.Signal(int(syscall.SIGKILL))
@@ -424,8 +468,8 @@ func (sc *serverConn) exec(ctx context.Context, id uint64, req ExecRequest, call
 	if req.Timeout < 0 {
 		return ExecResult{}, Errorf(CodeInvalid, "exec: negative timeout %v", time.Duration(req.Timeout))
 	}
-	stdout := &streamWriter{fw: sc.fw, id: id, stream: StreamStdout}
-	stderr := &streamWriter{fw: sc.fw, id: id, stream: StreamStderr}
+	stdout := &streamWriter{fw: sc.fw, id: id, stream: StreamStdout, win: call.out}
+	stderr := &streamWriter{fw: sc.fw, id: id, stream: StreamStderr, win: call.out}
 	stdio := Stdio{Stdout: stdout, Stderr: stderr}
 	if req.Stdin {
 		stdio.Stdin = call.in

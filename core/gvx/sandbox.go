@@ -417,6 +417,9 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	if eio.Stderr == nil {
 		eio.Stderr = stderr
 	}
+	// Captured output is only kept in memory; the caller's writers may
+	// block, and get a goroutine of their own (control.ExecIO).
+	eio.InMemory = opts.Stdout == nil && opts.Stderr == nil
 	callCtx := ctx
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc

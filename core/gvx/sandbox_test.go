@@ -314,6 +314,92 @@ func TestParallelExecs(t *testing.T) {
 	}
 }
 
+// heldWriter is an exec's stdout that takes nothing until released, as a
+// Python callback waiting for the GIL does.
+type heldWriter struct {
+	started chan struct{} // closed at the first Write
+	release chan struct{}
+	once    sync.Once
+	buf     bytes.Buffer
+}
+
+func newHeldWriter() *heldWriter {
+	return &heldWriter{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+// Write implements io.Writer.
+func (w *heldWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	<-w.release
+	return w.buf.Write(p)
+}
+
+// TestASlowOutputWriterStallsOnlyItsExec: a writer that takes an exec's
+// output slowly holds up that exec alone. The sandbox's other requests on
+// the same connection (another exec, a stat, a file read) complete while
+// it is held, and once released it gets all of the output, in order.
+func TestASlowOutputWriterStallsOnlyItsExec(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/tmp/note", []byte("note"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// More output than the sandbox may send ahead of the writer, so that
+	// the command itself is held back.
+	const lines = 1000000
+	held := newHeldWriter()
+	type result struct {
+		res *ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := sb.Exec(ctx, []string{"seq", "1", strconv.Itoa(lines)}, &ExecOptions{Stdout: held})
+		done <- result{res, err}
+	}()
+	select {
+	case <-held.started:
+	case <-time.After(30 * time.Second):
+		close(held.release)
+		t.Fatal("the held exec's output did not reach its writer within 30 s")
+	}
+
+	others, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if res, err := sb.Exec(others, []string{"true"}, nil); err != nil || res.ExitCode != 0 {
+		t.Errorf("exec true beside a held writer: %+v, %v (stalled behind the other exec's output?)", res, err)
+	}
+	if info, err := sb.Stat(others, "/tmp/note"); err != nil || info.Size != 4 {
+		t.Errorf("stat beside a held writer: %+v, %v", info, err)
+	}
+	if got, err := sb.ReadFile(others, "/tmp/note"); err != nil || string(got) != "note" {
+		t.Errorf("read file beside a held writer: %q, %v", got, err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the held exec ended before its writer took its output: %+v, %v", r.res, r.err)
+	default:
+	}
+
+	close(held.release)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the released exec did not end within 60 s")
+	}
+	if r.err != nil || r.res.ExitCode != 0 {
+		t.Fatalf("seq: %+v, %v", r.res, r.err)
+	}
+	var want bytes.Buffer
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintln(&want, i)
+	}
+	if !bytes.Equal(held.buf.Bytes(), want.Bytes()) {
+		t.Errorf("the held writer got %d bytes, not seq's %d in order", held.buf.Len(), want.Len())
+	}
+}
+
 func TestFiles(t *testing.T) {
 	sb := newSandbox(t, config())
 	ctx := context.Background()

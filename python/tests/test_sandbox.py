@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -66,6 +67,34 @@ def test_streamed_output(sb: gvx.Sandbox) -> None:
     r = sb.exec("echo one; sleep 0.1; echo two >&2", on_output=lambda s, d: chunks.append((s, d)))
     assert r.exit_code == 0
     assert ("stdout", b"one\n") in chunks and ("stderr", b"two\n") in chunks
+
+
+def test_a_slow_output_callback_holds_up_only_its_own_exec(sb: gvx.Sandbox) -> None:
+    """An on_output callback that takes its time (as one waiting for the GIL or a
+    lock does) holds up its own command only: another thread's exec, stat and file
+    read on the same sandbox complete meanwhile, and the callback then gets all of
+    the output, in order."""
+    sb.write_file("/tmp/note", "note")
+    entered, release = threading.Event(), threading.Event()
+    chunks: list[bytes] = []
+
+    def slow(stream: str, data: bytes) -> None:
+        entered.set()
+        release.wait(120)
+        chunks.append(data)
+
+    lines = 1_000_000  # more output than the sandbox sends ahead of the callback
+    with ThreadPoolExecutor(2) as pool:
+        held = pool.submit(sb.exec, f"seq 1 {lines}", on_output=slow)
+        try:
+            assert entered.wait(30), "the held exec's output never reached its callback"
+            other = pool.submit(lambda: (sb.exec("true").exit_code, sb.stat("/tmp/note").size, sb.read_file("/tmp/note")))
+            assert other.result(timeout=20) == (0, 4, b"note"), "requests beside a held callback"
+            assert not held.done(), "the held exec ended before its callback took its output"
+        finally:
+            release.set()
+        assert held.result(timeout=60).exit_code == 0
+    assert b"".join(chunks) == b"".join(b"%d\n" % i for i in range(1, lines + 1))
 
 
 def test_max_output_bounds_memory(sb: gvx.Sandbox) -> None:
