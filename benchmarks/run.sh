@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|copy|episode|ray|work]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|execburst|copy|episode|ray|work]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -177,6 +177,16 @@ docker_inside() {
 		.venv/bin/python benchmarks/docker_env.py --docker-image "$image" --archive "$bench/default-image.tar" -n "${N:-20}"
 }
 
+# Execs that reach one sandbox together: 16 `true`s at once, many rounds;
+# EXECBURST_AB=OTHER_RUNGV alternates rounds with a second binary (an A/B).
+execburst() {
+	local ref bins=build/rungv
+	ref=$(go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar")
+	[ -z "${EXECBURST_AB:-}" ] || bins="$EXECBURST_AB,build/rungv"
+	echo "== Execs at once in one sandbox"
+	go run ./benchmarks/execburst -rungv "$bins" -image "$ref" -concurrent "${EXECBURST_C:-16}" -rounds "${ROUNDS:-60}"
+}
+
 # Many sandboxes at once, as an RL trainer runs them: boot 128, then a first
 # and a second command in each with 16 in flight.
 fleet() {
@@ -230,14 +240,14 @@ work() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet copy episode ray work)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet execburst copy episode ray work)
 for t in "${targets[@]}"; do
 	case "$t" in
-	erofs | startup | net | volume | fleet | copy) "$t" ;;
+	erofs | startup | net | volume | fleet | execburst | copy) "$t" ;;
 	docker) docker_inside ;;
 	episode) episode ;;
 	ray) ray_hop ;;
 	work) work ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, copy, episode, ray, work)" >&2; exit 2 ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, execburst, copy, episode, ray, work)" >&2; exit 2 ;;
 	esac
 done

@@ -272,6 +272,9 @@ func (s *Sandbox) checkpointableLocked() error {
 	if running > 0 {
 		return refuse("%d exec'd processes are still running; wait for them or kill them first", running)
 	}
+	if s.starting > 0 {
+		return refuse("%d execs are starting their processes; wait for them and their processes first", s.starting)
+	}
 	if st := s.init.stdio; st.tty != nil || len(st.outputs) > 0 || (st.input != nil && st.input.src != nil && !st.input.finished()) {
 		return refuse("init's standard streams are a terminal or are relayed to a regular file or an in-process reader or writer; a sandbox to checkpoint needs an init whose streams are pipes, sockets or /dev/null")
 	}

@@ -22,20 +22,20 @@ const containerID = "gvx"
 // maxOpenFiles is RLIMIT_NOFILE for guest processes, as Docker sets it.
 const maxOpenFiles = 1 << 20
 
-// createProcess creates, but does not start, a process for spec. With
-// makeCwd, a missing working directory is created (owned by root). exe, if
-// not nil, is executed instead of looking up spec.Argv[0].
+// createProcess creates, but does not start, a process for spec. For init
+// (isInit), a missing working directory is created (owned by root), and its
+// imported streams are the ones a snapshot re-binds on restore. exe, if not
+// nil, is executed instead of looking up spec.Argv[0].
 //
-// Preconditions: s.mu is held; s.state is not stateClosed.
-func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDescription) (*Process, error) {
+// Preconditions: the kernel is not released: the caller holds s.mu with
+// s.state stateCreated (Start), or an Exec registered by beginExec.
+func (s *Sandbox) createProcess(spec *ProcessSpec, isInit bool, exe *vfs.FileDescription) (*Process, error) {
 	ctx := s.k.SupervisorContext()
 	ls, err := newLimitSet()
 	if err != nil {
 		return nil, err
 	}
-	// Init is created before the kernel starts; its imported streams
-	// are the ones a snapshot re-binds on restore.
-	st, err := newStdio(ctx, s.k, spec, s.state == stateCreated)
+	st, err := newStdio(ctx, s.k, spec, isInit)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, makeCwd bool, exe *vfs.FileDe
 		args.TTY = st.tty.TTY()
 	}
 	pctx := args.NewContext(s.k)
-	if makeCwd {
+	if isInit {
 		if err := s.makeDir(args.WorkingDirectory); err != nil {
 			return nil, err
 		}

@@ -69,8 +69,12 @@ type Sandbox struct {
 	init  *Process
 	procs map[*Process]struct{}
 	files map[*File]struct{}
-	// users counts host-side operations (file access) in progress; Close
-	// waits for them before it releases the kernel.
+	// starting counts Execs that are creating their process, which is not
+	// in procs yet.
+	starting int
+	// users counts host-side operations (file access, Execs creating
+	// their process) in progress; Close waits for them before it kills
+	// the guest and releases the kernel.
 	users sync.WaitGroup
 }
 
@@ -266,7 +270,7 @@ func (s *Sandbox) start(spec *ProcessSpec, exe *vfs.FileDescription) (*Process, 
 	case stateClosed:
 		return nil, ErrClosed
 	}
-	p, err := s.createProcess(spec, true /* makeCwd */, exe)
+	p, err := s.createProcess(spec, true /* isInit */, exe)
 	if err != nil {
 		return nil, err
 	}
@@ -313,35 +317,18 @@ func (s *Sandbox) Exec(ctx context.Context, spec ProcessSpec) (*Process, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	switch s.state {
-	case stateCreated:
-		s.mu.Unlock()
-		return nil, ErrNotStarted
-	case stateClosed:
-		s.mu.Unlock()
-		return nil, ErrClosed
-	}
-	select {
-	case <-s.init.exited:
-		s.mu.Unlock()
-		return nil, ErrStopped
-	default:
-	}
-	p, err := s.createProcess(&spec, false /* makeCwd */, nil)
-	if err != nil {
-		s.mu.Unlock()
-		if errors.Is(err, linuxerr.ENOMEM) && s.initExiting() {
-			// The kernel refuses new processes once init has begun to
-			// exit, with ENOMEM as Linux does; the sandbox is ending,
-			// not out of memory.
-			return nil, ErrStopped
-		}
+	if err := s.beginExec(); err != nil {
 		return nil, err
 	}
-	s.procs[p] = struct{}{}
-	s.k.StartProcess(p.tg)
-	s.mu.Unlock()
+	// Creating the process reads guest files (the PATH lookup,
+	// /etc/passwd for HOME, the executable) and can take long. It runs
+	// without s.mu, which other Execs, exiting processes and file calls
+	// need; the kernel's CreateProcess serialises its own part. The exec
+	// begun keeps Close from releasing the kernel under it.
+	p, err := s.createProcess(&spec, false /* isInit */, nil)
+	if err = s.endExec(p, err); err != nil {
+		return nil, err
+	}
 
 	p.start()
 	if ctx.Done() != nil {
@@ -354,6 +341,71 @@ func (s *Sandbox) Exec(ctx context.Context, spec ProcessSpec) (*Process, error) 
 		}()
 	}
 	return p, nil
+}
+
+// beginExec checks that s can run another process and registers an Exec
+// creating one, which Close waits for and Checkpoint refuses. endExec
+// ends it.
+func (s *Sandbox) beginExec() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case stateCreated:
+		return ErrNotStarted
+	case stateClosed:
+		return ErrClosed
+	}
+	select {
+	case <-s.init.exited:
+		return ErrStopped
+	default:
+	}
+	s.starting++
+	s.users.Add(1)
+	return nil
+}
+
+// endExec ends an Exec registered by beginExec, whose process creation
+// returned p and createErr, and returns the Exec's error. It starts p's
+// task, as one of s's processes if s is still open. If Close began
+// meanwhile, it is waiting for this Exec: p is killed before it runs any
+// guest code, and Close's wait for the guest to exit includes it.
+func (s *Sandbox) endExec(p *Process, createErr error) error {
+	defer s.users.Done()
+	s.mu.Lock()
+	s.starting--
+	if createErr != nil {
+		s.mu.Unlock()
+		if errors.Is(createErr, linuxerr.ENOMEM) && s.initExiting() {
+			// The kernel refuses new processes once init has begun to
+			// exit, with ENOMEM as Linux does; the sandbox is ending,
+			// not out of memory.
+			return ErrStopped
+		}
+		return createErr
+	}
+	if s.state == stateClosed {
+		s.mu.Unlock()
+		s.discard(p)
+		return ErrClosed
+	}
+	s.procs[p] = struct{}{}
+	s.k.StartProcess(p.tg)
+	s.mu.Unlock()
+	return nil
+}
+
+// discard kills a created process before it runs and drops its relays,
+// which never run: no caller will read or feed its streams. The kernel
+// counts a created task as live until it has run and exited, so it is
+// started, with SIGKILL pending, which it acts on before any guest code.
+//
+// Preconditions: p was created and not started; the kernel is not
+// released.
+func (s *Sandbox) discard(p *Process) {
+	s.k.SendExternalSignalThreadGroup(p.tg, &linux.SignalInfo{Signo: int32(linux.SIGKILL)})
+	s.k.StartProcess(p.tg)
+	p.stdio.dropRelays(s.k.SupervisorContext())
 }
 
 // initExiting reports whether the sandbox's init process has begun to exit.

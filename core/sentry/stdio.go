@@ -231,6 +231,11 @@ func (st *stdio) start() {
 // Relays that never ran drop their pipe ends here.
 func (st *stdio) release(ctx context.Context) {
 	st.fdTable.DecRef(ctx)
+	st.dropRelays(ctx)
+}
+
+// dropRelays drops the pipe ends of relays that will never run.
+func (st *stdio) dropRelays(ctx context.Context) {
 	if st.input != nil {
 		st.input.w.DecRef(ctx)
 		st.input = nil
