@@ -37,8 +37,9 @@ import (
 )
 
 // runOptions are the flags of `rungv run` that say how to run the sandbox,
-// not what it is: the spec (sandboxFlags) says that.
+// not what it is: the spec (sandboxFlags, or --spec) says that.
 type runOptions struct {
+	spec        string
 	control     string
 	quiet       bool
 	debug       bool
@@ -57,6 +58,7 @@ type runOptions struct {
 
 // register adds the flags to fl.
 func (f *runOptions) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.spec, "spec", "", "read the sandbox's spec, core/spec's JSON, from `SOURCE`: fd:N (an inherited descriptor, read to its end) or a file; the spec then gives the image, command and every flag that describes the sandbox, which are refused beside it")
 	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal")
 	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open and pass it to the command")
 	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox when it exits (always: nothing outlives rungv)")
@@ -105,7 +107,7 @@ func (f *runOptions) check(fl *pflag.FlagSet) ([]netip.AddrPort, error) {
 func newRunCommand(g *globalFlags) *cobra.Command {
 	f := &runOptions{}
 	sf := &sandboxFlags{}
-	// The flags that describe the sandbox, apart.
+	// The flags that describe the sandbox, apart, for --spec to refuse.
 	sandbox := pflag.NewFlagSet("sandbox", pflag.ContinueOnError)
 	sf.register(sandbox)
 	cmd := &cobra.Command{
@@ -116,13 +118,26 @@ func newRunCommand(g *globalFlags) *cobra.Command {
 writable layer) and runs the image's command, or COMMAND. The process locks
 itself down (no new privileges, no capabilities, a seccomp allowlist) before
 any guest code runs. rungv exits with the command's exit code (128+N if
-signal N killed it).`,
+signal N killed it).
+
+With --spec, a JSON sandbox spec (package core/spec: image, entrypoint, cmd,
+env, limits, network, ports, mounts, ...) describes the sandbox instead of
+IMAGE, COMMAND and the flags that describe it; the flags that say how to
+run it (--control, --exit-status-fd, --quiet, -i, -t, --stop-timeout,
+--debug) still apply. The Go, C and Python SDKs start sandboxes this way.`,
 		Example: `  rungv run busybox echo hello
   rungv run -e A=1 -w /tmp -u 1000 --memory 512m oci:./img:latest sh -c 'id; pwd'
   rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest
   rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest
-  rungv run --restore ready.snap --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest`,
-		Args: cobra.MinimumNArgs(1),
+  rungv run --restore ready.snap --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest
+  echo '{"image": "busybox", "cmd": ["echo", "hello"], "memory": 536870912}' > box.json; rungv run --spec box.json
+  rungv run --control unix:/tmp/box.sock --spec fd:3 3< box.json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("spec") {
+				return nil // refused with a word about --spec
+			}
+			return cobra.MinimumNArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseDockerOnlyFlags(cmd.Flags()); err != nil {
 				return err
@@ -131,9 +146,22 @@ signal N killed it).`,
 			if err != nil {
 				return err
 			}
-			sp, names, err := sf.toSpec(sandbox, args)
-			if err != nil {
-				return err
+			var sp spec.Sandbox
+			var names fieldNames
+			if cmd.Flags().Changed("spec") {
+				if err := refuseSandboxFlags(sandbox, args); err != nil {
+					return err
+				}
+				if sp, err = readSpec(f.spec); err != nil {
+					return err
+				}
+				names = specNames{}
+			} else {
+				var given flagNames
+				if sp, given, err = sf.toSpec(sandbox, args); err != nil {
+					return err
+				}
+				names = given
 			}
 			return names.explain(runSandbox(cmd.Context(), g, f, &sp, dns, names))
 		},
