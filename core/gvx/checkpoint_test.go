@@ -62,7 +62,7 @@ func TestCheckpointRestore(t *testing.T) {
 
 	cfg := config()
 	cfg.Restore = stopped
-	if _, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "leave Cmd, Entrypoint and KeepAlive unset") {
+	if _, err := New(ctx, cfg); err == nil || !strings.Contains(err.Error(), "restore: continues the snapshot's own init; leave entrypoint, cmd and keep_alive unset") {
 		t.Fatalf("Restore with KeepAlive: %v", err)
 	}
 }

@@ -15,16 +15,19 @@
 package gvx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // Platform selects how the Sentry intercepts guest system calls.
@@ -99,34 +102,6 @@ type PortMapping struct {
 	Protocol string
 }
 
-// flag renders m as rungv's -p value.
-func (m PortMapping) flag() (string, error) {
-	if m.GuestPort == 0 {
-		return "", fmt.Errorf("gvx: PortMapping %+v: set GuestPort", m)
-	}
-	if m.Protocol != "" && m.Protocol != "tcp" && m.Protocol != "udp" {
-		return "", fmt.Errorf("gvx: PortMapping %+v: Protocol is \"tcp\" or \"udp\"", m)
-	}
-	if m.HostPath != "" {
-		if m.Protocol == "udp" || m.HostIP != "" || m.HostPort != 0 {
-			return "", fmt.Errorf("gvx: PortMapping %+v: a unix socket (HostPath) carries TCP and takes no HostIP or HostPort", m)
-		}
-		return "unix:" + m.HostPath + ":" + strconv.Itoa(int(m.GuestPort)), nil
-	}
-	host := m.HostIP
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	s := host + ":" + strconv.Itoa(int(m.HostPort)) + ":" + strconv.Itoa(int(m.GuestPort))
-	if m.Protocol == "udp" {
-		s += "/udp"
-	}
-	return s, nil
-}
-
 // MountKind is the kind of a Mount.
 type MountKind string
 
@@ -149,33 +124,6 @@ type Mount struct {
 	ImagePath string // host file of a volume
 	GuestPath string // absolute path inside the sandbox
 	ReadOnly  bool
-}
-
-// flag renders m as a `rungv run --mount` value.
-func (m Mount) flag() (string, error) {
-	switch m.Kind {
-	case MountVolume, "":
-	default:
-		return "", fmt.Errorf("gvx: unknown Mount.Kind %q; use MountVolume", m.Kind)
-	}
-	if m.ImagePath == "" {
-		return "", fmt.Errorf("gvx: the volume for %q has no ImagePath; name its host file", m.GuestPath)
-	}
-	if !path.IsAbs(m.GuestPath) {
-		return "", fmt.Errorf("gvx: Mount.GuestPath %q must be an absolute path in the sandbox", m.GuestPath)
-	}
-	image, err := filepath.Abs(m.ImagePath)
-	if err != nil {
-		return "", fmt.Errorf("gvx: Mount.ImagePath %q: %w", m.ImagePath, err)
-	}
-	if strings.Contains(image, ",") || strings.Contains(m.GuestPath, ",") {
-		return "", fmt.Errorf("gvx: mount paths may not contain commas: %q, %q", image, m.GuestPath)
-	}
-	spec := "type=volume,src=" + image + ",dst=" + m.GuestPath
-	if m.ReadOnly {
-		spec += ",readonly"
-	}
-	return spec, nil
 }
 
 // Resources limit the sandbox as a whole.
@@ -280,161 +228,107 @@ type Config struct {
 	// Insecure allows plain-HTTP registries when pulling OCIImage.
 	Insecure bool
 
-	// extraArgs are added to `rungv run`'s flags (tests).
+	// extraArgs are added to `rungv run`'s flags (tests): runner flags
+	// only, as the spec describes the sandbox.
 	extraArgs []string
 }
 
-// args renders the config as `rungv run` arguments.
-func (c *Config) args(controlFD int) ([]string, error) {
-	if c.OCIImage == "" {
-		return nil, errors.New("gvx: Config.OCIImage is empty; name an image (e.g. oci:./busybox:latest)")
+// spec returns the spec of the sandbox c describes, field for field, and
+// checks it (spec.Sandbox.Validate, whose errors name the spec's fields).
+// SpinAuto is an unset Spin: rungv then spins unless $GVX_SPIN says
+// otherwise; New turns it into SpinOff when the host has no spin slot.
+func (c *Config) spec() (spec.Sandbox, error) {
+	sp := spec.Sandbox{
+		Image:                  c.OCIImage,
+		Cmd:                    c.Cmd,
+		Env:                    c.Envv,
+		Workdir:                c.WorkingDir,
+		User:                   c.User,
+		Hostname:               c.Hostname,
+		KeepAlive:              c.KeepAlive,
+		Restore:                c.Restore,
+		Platform:               spec.Platform(c.Platform),
+		Network:                spec.NetworkMode(c.NetworkMode),
+		AllowNet:               c.AllowNet,
+		HostLoopback:           c.HostLoopback,
+		NetRaw:                 c.NetRaw,
+		NFTables:               c.NFTables,
+		AllowPacketSocketWrite: c.AllowPacketSocketWrite,
+		AllowSUID:              c.AllowSUID,
+		Memory:                 c.Resources.MemoryBytes,
+		CPUs:                   float64(c.Resources.CPUMillis) / 1000,
+		CPUSet:                 c.Resources.CPUSet,
+		PidsLimit:              c.Resources.PidsLimit,
+		Timeout:                spec.Seconds(c.Timeout),
 	}
+	if c.EntrypointSet {
+		ep := append([]string{}, c.Entrypoint...)
+		sp.Entrypoint = &ep
+	}
+	switch c.Spin {
+	case SpinAuto:
+	case SpinOn, SpinOff:
+		on := c.Spin == SpinOn
+		sp.Spin = &on
+	default:
+		return sp, fmt.Errorf("gvx: unknown Spin %d; use SpinAuto, SpinOn or SpinOff", c.Spin)
+	}
+	for _, p := range c.Ports {
+		sp.Ports = append(sp.Ports, spec.Port{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
+	}
+	for _, m := range c.Mounts {
+		sp.Mounts = append(sp.Mounts, spec.Mount{Type: spec.MountType(m.Kind), Source: m.ImagePath, Target: m.GuestPath, ReadOnly: m.ReadOnly})
+	}
+	if err := sp.Validate(); err != nil {
+		return sp, fmt.Errorf("gvx: the Config is not a valid sandbox: %w", err)
+	}
+	return sp, nil
+}
+
+// runArgs are rungv's arguments for a sandbox whose control socket is
+// inherited as descriptor controlFD, the pipe for its exit status as the
+// next one and its spec (specFile) as the one after.
+func (c *Config) runArgs(controlFD int) []string {
 	var a []string
 	if c.Cache != "" {
 		a = append(a, "--cache", c.Cache)
 	}
-	// The descriptor after the control socket receives the command's exit
-	// status (see Sandbox.exitCode).
-	a = append(a, "run", "--quiet", "--control", "fd:"+strconv.Itoa(controlFD), "--exit-status-fd", strconv.Itoa(controlFD+1))
-	if c.EntrypointSet {
-		switch len(c.Entrypoint) {
-		case 0:
-			a = append(a, "--entrypoint", "")
-		default:
-			a = append(a, "--entrypoint", c.Entrypoint[0])
-		}
-	}
-	for _, e := range c.Envv {
-		a = append(a, "--env", e)
-	}
-	if c.WorkingDir != "" {
-		a = append(a, "--workdir", c.WorkingDir)
-	}
-	if c.User != "" {
-		a = append(a, "--user", c.User)
-	}
-	if c.Hostname != "" {
-		a = append(a, "--hostname", c.Hostname)
-	}
-	if c.KeepAlive {
-		a = append(a, "--keep-alive")
-	}
-	if c.Restore != "" {
-		if c.KeepAlive || len(c.Cmd) > 0 || c.EntrypointSet {
-			return nil, errors.New("gvx: Restore continues the snapshot's own init; leave Cmd, Entrypoint and KeepAlive unset")
-		}
-		a = append(a, "--restore", c.Restore)
-	}
-	switch c.Platform {
-	case PlatformAuto:
-	case PlatformSystrap, PlatformKVM, PlatformPtrace:
-		a = append(a, "--platform", string(c.Platform))
-	default:
-		return nil, fmt.Errorf("gvx: unknown Platform %q; use PlatformAuto, PlatformSystrap, PlatformKVM or PlatformPtrace", c.Platform)
-	}
-	switch c.Spin {
-	case SpinAuto: // spin unless $GVX_SPIN says otherwise; New turns it into SpinOff without a spin slot
-	case SpinOn:
-		a = append(a, "--spin=true")
-	case SpinOff:
-		a = append(a, "--spin=false")
-	default:
-		return nil, fmt.Errorf("gvx: unknown Spin %d; use SpinAuto, SpinOn or SpinOff", c.Spin)
-	}
-	net, err := c.networkArgs()
-	if err != nil {
-		return nil, err
-	}
-	a = append(a, net...)
-	if c.AllowSUID {
-		a = append(a, "--allow-suid")
-	}
-	for _, m := range c.Mounts {
-		spec, err := m.flag()
-		if err != nil {
-			return nil, err
-		}
-		a = append(a, "--mount", spec)
-	}
-	if r := c.Resources; r.MemoryBytes > 0 {
-		a = append(a, "--memory", strconv.FormatUint(r.MemoryBytes, 10))
-	}
-	if r := c.Resources; r.CPUMillis > 0 {
-		a = append(a, "--cpus", strconv.FormatFloat(float64(r.CPUMillis)/1000, 'f', 3, 64))
-	}
-	if r := c.Resources; len(r.CPUSet) > 0 {
-		list := make([]string, len(r.CPUSet))
-		for i, cpu := range r.CPUSet {
-			if cpu < 0 {
-				return nil, fmt.Errorf("gvx: Resources.CPUSet names CPU %d; host CPUs are numbered from 0", cpu)
-			}
-			list[i] = strconv.Itoa(cpu)
-		}
-		a = append(a, "--cpuset-cpus", strings.Join(list, ","))
-	}
-	if r := c.Resources; r.PidsLimit != 0 {
-		a = append(a, "--pids-limit", strconv.Itoa(r.PidsLimit))
-	}
-	if c.Resources.CPUMillis < 0 || c.Resources.PidsLimit < -1 || c.Timeout < 0 {
-		return nil, errors.New("gvx: Resources and Timeout must not be negative (Resources.PidsLimit -1 means no limit)")
-	}
-	if c.Timeout > 0 {
-		a = append(a, "--timeout", c.Timeout.String())
-	}
+	// The exit status descriptor: see Sandbox.exitCode.
+	a = append(a, "run", "--quiet", "--control", "fd:"+strconv.Itoa(controlFD),
+		"--exit-status-fd", strconv.Itoa(controlFD+1), "--spec", "fd:"+strconv.Itoa(controlFD+2))
 	if c.Stdin != nil {
 		a = append(a, "--interactive")
 	}
-	a = append(a, c.extraArgs...)
-	a = append(a, c.OCIImage)
-	if c.EntrypointSet && len(c.Entrypoint) > 1 {
-		a = append(a, c.Entrypoint[1:]...)
-	}
-	a = append(a, c.Cmd...)
-	if c.KeepAlive && (len(c.Cmd) > 0 || c.EntrypointSet) {
-		return nil, errors.New("gvx: KeepAlive runs an idle init; leave Cmd and Entrypoint unset")
-	}
-	return a, nil
+	return append(a, c.extraArgs...)
 }
 
-// networkArgs renders the network fields as `rungv run` flags.
-func (c *Config) networkArgs() ([]string, error) {
-	var a []string
-	switch c.NetworkMode {
-	case "", NetModeNone:
-		if len(c.AllowNet) > 0 || c.HostLoopback {
-			return nil, errors.New("gvx: AllowNet and HostLoopback restrict the NAT; set NetworkMode to NetModeNAT")
-		}
-	case NetModeNAT:
-		a = append(a, "--network", "nat")
-	default:
-		return nil, fmt.Errorf("gvx: unknown NetworkMode %q; use NetModeNone or NetModeNAT", c.NetworkMode)
+// specFile returns a sealed memfd that holds sp's JSON, for rungv's --spec
+// fd:N. A memfd, not a pipe: the spec is there whole before rungv starts,
+// whatever its size, with nothing left to write it (a pipe holds 64 KiB
+// before its writer blocks) and no writer to fail if rungv dies early;
+// the seals keep it as written while rungv reads it.
+func specFile(sp *spec.Sandbox) (*os.File, error) {
+	b, err := json.Marshal(sp)
+	if err != nil {
+		return nil, fmt.Errorf("gvx: encoding the sandbox spec: %w", err)
 	}
-	for _, r := range c.AllowNet {
-		a = append(a, "--allow-net", r)
+	fd, err := unix.MemfdCreate("gvx-spec", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, withHostLimitHint("creating the memfd for the sandbox spec", err)
 	}
-	if c.HostLoopback {
-		a = append(a, "--host-loopback")
+	f := os.NewFile(uintptr(fd), "gvx-spec")
+	if _, err = f.Write(b); err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
 	}
-	for _, m := range c.Ports {
-		p, err := m.flag()
-		if err != nil {
-			return nil, err
-		}
-		a = append(a, "--publish", p)
+	if err == nil {
+		// rungv reads from where the shared offset stands.
+		_, err = f.Seek(0, io.SeekStart)
 	}
-	if c.NetRaw {
-		a = append(a, "--net-raw")
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("gvx: writing the sandbox spec to a memfd: %w", err)
 	}
-	if c.NFTables {
-		a = append(a, "--nftables")
-	}
-	if c.AllowPacketSocketWrite {
-		if !c.NetRaw {
-			return nil, errors.New("gvx: AllowPacketSocketWrite needs NetRaw; set it too")
-		}
-		a = append(a, "--allow-packet-socket-write")
-	}
-	return a, nil
+	return f, nil
 }
 
 // rungvPath finds the rungv binary.

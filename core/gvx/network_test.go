@@ -15,9 +15,13 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/netstack/netstacktest"
+	"z.gfire.dev/gvx/core/spec"
 )
 
-func TestNetworkArgs(t *testing.T) {
+// TestNetworkSpec: the network fields of a Config reach the sandbox's
+// spec as they are, and a Config the spec refuses is refused naming the
+// spec's field.
+func TestNetworkSpec(t *testing.T) {
 	cfg := Config{OCIImage: "img", NetworkMode: NetModeNAT, HostLoopback: true,
 		AllowNet: []string{"10.0.2.2:8080", "192.0.2.0/24"},
 		Ports: []PortMapping{
@@ -27,43 +31,34 @@ func TestNetworkArgs(t *testing.T) {
 			{GuestPort: 8080},
 		},
 		NetRaw: true, NFTables: true, AllowPacketSocketWrite: true}
-	a, err := cfg.args(3)
+	sp, err := cfg.spec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--network", "nat", "--allow-net", "10.0.2.2:8080", "--allow-net", "192.0.2.0/24", "--host-loopback",
-		"--publish", "unix:/run/seed.sock:2375", "--publish", "127.0.0.1:8080:80", "--publish", "[::1]:5353:53/udp", "--publish", "127.0.0.1:0:8080",
-		"--net-raw", "--nftables", "--allow-packet-socket-write"}
-	if !containsRun(a, want) {
-		t.Errorf("args %q lack %q", a, want)
+	want := spec.Sandbox{Image: "img", Network: spec.NetworkNAT, HostLoopback: true, AllowNet: cfg.AllowNet,
+		Ports: []spec.Port{{HostPath: "/run/seed.sock", GuestPort: 2375}, {HostPort: 8080, GuestPort: 80},
+			{HostIP: "::1", HostPort: 5353, GuestPort: 53, Protocol: "udp"}, {GuestPort: 8080}},
+		NetRaw: true, NFTables: true, AllowPacketSocketWrite: true}
+	if !reflect.DeepEqual(sp, want) {
+		t.Errorf("spec\n%+v\nwant\n%+v", sp, want)
 	}
 	for _, c := range []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{AllowNet: []string{"0.0.0.0/0"}}, "set NetworkMode to NetModeNAT"},
-		{Config{HostLoopback: true}, "set NetworkMode to NetModeNAT"},
-		{Config{NetworkMode: "bridge"}, "use NetModeNone or NetModeNAT"},
-		{Config{AllowPacketSocketWrite: true}, "needs NetRaw"},
-		{Config{Ports: []PortMapping{{HostPort: 1}}}, "set GuestPort"},
-		{Config{Ports: []PortMapping{{HostPath: "/x", GuestPort: 1, Protocol: "udp"}}}, "carries TCP"},
-		{Config{Ports: []PortMapping{{HostPort: 1, GuestPort: 1, Protocol: "sctp"}}}, `"tcp" or "udp"`},
+		{Config{AllowNet: []string{"0.0.0.0/0"}}, `allow_net: restricts the NAT, which this sandbox does not have; set network to "nat"`},
+		{Config{HostLoopback: true}, `host_loopback: opens the NAT's gateway`},
+		{Config{NetworkMode: "bridge"}, `network: "bridge" is not a network mode; use "none" or "nat"`},
+		{Config{AllowPacketSocketWrite: true}, "allow_packet_socket_write: needs net_raw"},
+		{Config{Ports: []PortMapping{{HostPort: 1}}}, "ports[0].guest_port: is 0"},
+		{Config{Ports: []PortMapping{{HostPath: "/x", GuestPort: 1, Protocol: "udp"}}}, "ports[0].host_path: a unix socket carries TCP"},
+		{Config{Ports: []PortMapping{{HostPort: 1, GuestPort: 1, Protocol: "sctp"}}}, `ports[0].protocol: "sctp" is not a protocol; use tcp or udp`},
 	} {
 		c.cfg.OCIImage = "img"
-		if _, err := c.cfg.args(3); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := c.cfg.spec(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error saying %q", c.cfg, err, c.want)
 		}
 	}
-}
-
-// containsRun reports whether want occurs in a, in order and contiguous.
-func containsRun(a, want []string) bool {
-	for i := 0; i+len(want) <= len(a); i++ {
-		if reflect.DeepEqual(a[i:i+len(want)], want) {
-			return true
-		}
-	}
-	return false
 }
 
 var nettool struct {

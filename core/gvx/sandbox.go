@@ -73,6 +73,10 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	sp, err := cfg.spec()
+	if err != nil {
+		return nil, err
+	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, withHostLimitHint("creating the control socket pair", err)
@@ -90,11 +94,10 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if cfg.Spin == SpinAuto {
 		var spin bool
 		if releaseSpin, spin = takeSpinSlot(); !spin {
-			cfg.Spin = SpinOff
+			sp.Spin = &spin
 		}
 	}
-	// ExtraFiles[0] is fd 3 in the child, ExtraFiles[1] fd 4.
-	args, err := cfg.args(3)
+	specF, err := specFile(&sp)
 	if err != nil {
 		releaseSpin()
 		ours.Close()
@@ -104,8 +107,9 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	tail := &tailbuf.Buffer{Max: stderrTail}
-	cmd := exec.Command(rungv, args...)
-	cmd.ExtraFiles = []*os.File{theirs, statusW}
+	// ExtraFiles[0] is fd 3 in the child, ExtraFiles[1] fd 4, [2] fd 5.
+	cmd := exec.Command(rungv, cfg.runArgs(3)...)
+	cmd.ExtraFiles = []*os.File{theirs, statusW, specF}
 	cmd.Stdin = cfg.Stdin
 	cmd.Stdout = cfg.Stdout
 	cmd.Stderr = tail
@@ -129,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	// would leave the connection open and the handshake waiting.
 	theirs.Close()
 	statusW.Close()
+	specF.Close()
 	if err != nil {
 		releaseSpin()
 		ours.Close()

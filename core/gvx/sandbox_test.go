@@ -698,7 +698,7 @@ func TestStartErrorsSayWhy(t *testing.T) {
 	}
 	cfg = config()
 	cfg.Platform = "quantum"
-	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "PlatformSystrap") {
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `platform: "quantum" is not a platform; use auto, systrap, kvm or ptrace`) {
 		t.Errorf("bad platform: %v", err)
 	}
 }

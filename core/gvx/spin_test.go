@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -75,8 +76,8 @@ func TestSpinAuto(t *testing.T) {
 	}
 	cfg := config()
 	cfg.Spin = 7
-	if _, err := cfg.args(3); err == nil {
-		t.Error("Spin 7 accepted")
+	if _, err := cfg.spec(); err == nil || !strings.Contains(err.Error(), "unknown Spin 7") {
+		t.Errorf("Spin 7: %v; want it refused", err)
 	}
 }
 

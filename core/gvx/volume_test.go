@@ -3,11 +3,15 @@ package gvx
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // TestVolumeMounts attaches volumes through Config.Mounts: a new one
@@ -50,21 +54,42 @@ func TestMountErrorsSayWhatToWrite(t *testing.T) {
 		m    Mount
 		want string
 	}{
-		{Mount{Kind: "bind", ImagePath: "x", GuestPath: "/x"}, "MountVolume"},
-		{Mount{Kind: MountVolume, GuestPath: "/x"}, "ImagePath"},
-		{Mount{Kind: MountVolume, ImagePath: "x", GuestPath: "x"}, "absolute"},
-		{Mount{Kind: MountVolume, ImagePath: "a,b", GuestPath: "/x"}, "commas"},
+		{Mount{Kind: "bind", ImagePath: "x", GuestPath: "/x"}, `mounts[0].type: "bind" is not a mount type; only "volume"`},
+		{Mount{Kind: MountVolume, GuestPath: "/x"}, "mounts[0].source: is empty; name the volume's host file"},
+		{Mount{Kind: MountVolume, ImagePath: "x", GuestPath: "x"}, `mounts[0].target: "x" is not an absolute path`},
 	} {
 		cfg := config()
 		cfg.Mounts = []Mount{c.m}
-		if _, err := cfg.args(3); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := cfg.spec(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error mentioning %q", c.m, err, c.want)
 		}
 	}
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: "/v.ext4", GuestPath: "/data", ReadOnly: true}}
-	a, err := cfg.args(3)
-	if err != nil || !strings.Contains(strings.Join(a, " "), "--mount type=volume,src=/v.ext4,dst=/data,readonly") {
-		t.Errorf("args: %q %v", a, err)
+	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: "a,b.ext4", GuestPath: "/data,x", ReadOnly: true}}
+	sp, err := cfg.spec()
+	if want := []spec.Mount{{Type: spec.MountVolume, Source: "a,b.ext4", Target: "/data,x", ReadOnly: true}}; err != nil || !reflect.DeepEqual(sp.Mounts, want) {
+		t.Errorf("spec mounts %+v, %v; want %+v", sp.Mounts, err, want)
+	}
+}
+
+// TestVolumePathsWithCommas: a volume's host file and mount point may hold
+// commas, which rungv's --mount flag could not carry.
+func TestVolumePathsWithCommas(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run,1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "a,b.ext4")
+	cfg := config()
+	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: data, GuestPath: "/data,x"}}
+	sb := newSandbox(t, cfg)
+	if res := sh(t, sb, "echo comma > /data,x/f && cat /data,x/f && grep -c ' /data,x ' /proc/mounts", nil); string(res.Stdout) != "comma\n1\n" {
+		t.Fatalf("the volume at /data,x: %+v", res)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if out, err := exec.Command("e2fsck", "-fn", data).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck -fn %s after Close: %v\n%s", data, err, out)
 	}
 }

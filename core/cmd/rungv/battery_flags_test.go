@@ -61,6 +61,7 @@ func badValues(fx flagFixture) map[string][]string {
 		"run --platform":                {"bogus", "kvm2"},
 		"run --publish":                 {"99999:80", "8080:0", "x", "", longSock + ":80", "unix::80", "127.0.0.1:80:80/sctp"},
 		"run --restore":                 {fx.missing, fx.dir, fx.fifo, fx.file},
+		"run --spec":                    {fx.missing, fx.dir, fx.fifo, fx.file, "", "fd:x", "fd:1", "fd:99999", fx.long},
 		"run --user":                    {"::", "a:b:c", "4294967296", "nosuchuser", "0:nosuchgroup", fx.long},
 		"run --workdir":                 {"relative", "/" + strings.Repeat("w", 5000)},
 		"run --dns-upstream":            {"x", "", "127.0.0.1:99999"},
@@ -103,6 +104,9 @@ func flagContext(fx flagFixture, path, flag string) (before, after []string) {
 	case "volume flatten":
 		return nil, []string{fx.missing, filepath.Join(fx.dir, "out.ext4")}
 	case "run":
+		if flag == "spec" {
+			return nil, nil // the spec gives the image and the command
+		}
 		if flag == "allow-net" || flag == "dns-upstream" {
 			before = []string{"--network", "nat"}
 		}

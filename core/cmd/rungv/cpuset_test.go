@@ -29,20 +29,28 @@ func TestParseCPUList(t *testing.T) {
 		"0-3,6":     "[0 1 2 3 6]",
 		" 1 , 1-2 ": "[1 2]",
 	} {
-		got, err := parseCPUList(in, &all)
+		got, err := parseCPUList(in)
+		if err == nil {
+			err = checkCPUs(got, &all)
+		}
 		if err != nil || fmt.Sprint(got) != want {
 			t.Errorf("parseCPUList(%q) = %v, %v; want %s", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"a", "1-", "-1", "3-1", "1,,2", "0-100000"} {
-		if got, err := parseCPUList(in, &all); err == nil {
+	for _, in := range []string{"a", "1-", "-1", "3-1", "1,,2"} {
+		if got, err := parseCPUList(in); err == nil {
 			t.Errorf("parseCPUList(%q) = %v, want an error", in, got)
 		}
 	}
+	// A range is expanded up to the first CPU no process runs on, which
+	// the check refuses.
+	if got, err := parseCPUList("0-2147483647"); err != nil || len(got) != cpuSetSize+1 || checkCPUs(got, &all) == nil {
+		t.Errorf("parseCPUList(0-2147483647) = %d CPUs, %v; want the %d of a CPU set and one more, refused", len(got), err, cpuSetSize)
+	}
 	// A CPU the process may not run on is named, with those it may.
-	want := `"0-99999" names CPU 2, which this process may not run on: it may use 2 CPUs, 0-1; pick CPUs from those`
-	if _, err := parseCPUList("0-99999", &two); err == nil || err.Error() != want {
-		t.Errorf("parseCPUList(0-99999) over CPUs 0-1: %v, want %q", err, want)
+	want := `sandbox spec: cpuset: 0-1024 names CPU 2, which this process may not run on: it may use 2 CPUs, 0-1; pick CPUs from those`
+	if list, _ := parseCPUList("0-99999"); checkCPUs(list, &two) == nil || checkCPUs(list, &two).Error() != want {
+		t.Errorf("0-99999 over CPUs 0-1: %v, want %q", checkCPUs(list, &two), want)
 	}
 }
 
@@ -111,7 +119,7 @@ func TestRunCPUSet(t *testing.T) {
 
 	if notAllowed >= 0 {
 		_, errOut, code := runCLI(t, "", "run", "-q", "--cpuset-cpus", strconv.Itoa(notAllowed), img, "true")
-		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("--cpuset-cpus: \"%d\" names CPU %d, which this process may not run on", notAllowed, notAllowed)) {
+		if code == 0 || !strings.Contains(errOut, fmt.Sprintf("--cpuset-cpus %d names CPU %d, which this process may not run on", notAllowed, notAllowed)) {
 			t.Errorf("--cpuset-cpus %d (not allowed): exit %d, %q", notAllowed, code, errOut)
 		}
 	}

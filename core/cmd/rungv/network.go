@@ -12,86 +12,80 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/sentry"
+	"z.gfire.dev/gvx/core/spec"
 )
 
-// netFlags are `rungv run`'s network flags.
-type netFlags struct {
-	network      string
-	publish      []string
-	allowNet     []string
-	hostLoopback bool
-	packetWrite  bool
-	dnsUpstream  []string // test only: resolvers for the DNS relay
-}
-
-// register adds the network flags to fl.
-func (f *netFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.network, "network", "none", "network: none (loopback only) or nat (eth0 10.0.2.15 behind a user-space NAT; DNS at 10.0.2.2)")
-	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a guest port: [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] (IP defaults to 127.0.0.1; without HOSTPORT, or with 0, the host picks a free port and rungv says which) or unix:HOSTPATH:GUESTPORT")
-	fl.StringArrayVar(&f.allowNet, "allow-net", nil, "with --network nat, allow only these destinations: CIDR[:PORT], as the guest names them (repeatable; default: all). Link-local addresses (cloud metadata) and the host's own addresses stay refused unless a rule names them: a prefix inside 169.254.0.0/16 or fe80::/10, or exactly the host's address (/32, /128); 0.0.0.0/0 or the host's subnet does not")
-	fl.BoolVar(&f.hostLoopback, "host-loopback", false, "with --network nat, let the gateway 10.0.2.2 reach the host's 127.0.0.1")
-	fl.BoolVar(&f.packetWrite, "allow-packet-socket-write", false, "let packet sockets send, not only capture (needs --net-raw)")
-	fl.StringArrayVar(&f.dnsUpstream, "dns-upstream", nil, "test only: relay DNS to ADDR:PORT instead of the host's resolvers")
-	fl.MarkHidden("dns-upstream")
-}
-
-// config validates the flags and returns the network's configuration.
-func (f *netFlags) config() (netstack.Config, error) {
-	var cfg netstack.Config
-	switch f.network {
-	case "", "none":
-		cfg.Mode = netstack.ModeNone
-	case "nat":
+// networkConfig returns the configuration of sp's network, which
+// spec.Validate has passed, checking the allow rules and the published
+// unix sockets' paths on this host. dns are the test-only DNS relays
+// (--dns-upstream).
+func networkConfig(sp *spec.Sandbox, dns []netip.AddrPort) (netstack.Config, error) {
+	cfg := netstack.Config{Mode: netstack.ModeNone, HostLoopback: sp.HostLoopback}
+	if sp.Network == spec.NetworkNAT {
 		cfg.Mode = netstack.ModeNAT
-	case "host":
-		return cfg, errors.New("--network host: a sandbox never shares the host's network; use --network nat (add --host-loopback to reach the host's 127.0.0.1 as 10.0.2.2)")
-	case "bridge", "default", "slirp4netns", "pasta":
-		return cfg, fmt.Errorf("--network %s: use --network nat, gvx's user-space NAT", f.network)
-	default:
-		return cfg, fmt.Errorf("--network %q: use none or nat", f.network)
 	}
-	if cfg.Mode != netstack.ModeNAT {
-		switch {
-		case len(f.allowNet) > 0:
-			return cfg, errors.New("--allow-net restricts the NAT: add --network nat")
-		case f.hostLoopback:
-			return cfg, errors.New("--host-loopback needs the NAT: add --network nat")
-		case len(f.dnsUpstream) > 0:
-			return cfg, errors.New("--dns-upstream needs the NAT: add --network nat")
-		}
-	}
-	cfg.HostLoopback = f.hostLoopback
-	for _, s := range f.allowNet {
+	for i, s := range sp.AllowNet {
+		field := fmt.Sprintf("allow_net[%d]", i)
 		r, err := parseAllowNet(s)
 		if err != nil {
-			return cfg, err
+			return cfg, &fieldError{field, fmt.Sprintf("%q", s), err.Error(), err}
+		}
+		one := netstack.Config{Mode: netstack.ModeNAT, HostLoopback: sp.HostLoopback, Allow: []netstack.AllowRule{r}}
+		if err := one.Validate(); err != nil {
+			return cfg, &fieldError{field, "", strings.TrimPrefix(err.Error(), "netstack: "), err}
 		}
 		cfg.Allow = append(cfg.Allow, r)
 	}
-	for _, s := range f.publish {
-		p, err := parsePublish(s)
+	for i, p := range sp.Ports {
+		pub, err := publishOf(p)
 		if err != nil {
-			return cfg, err
+			return cfg, &fieldError{fmt.Sprintf("ports[%d].host_path", i), "", err.Error(), err}
 		}
-		cfg.Publish = append(cfg.Publish, p)
+		cfg.Publish = append(cfg.Publish, pub)
 	}
-	for _, s := range f.dnsUpstream {
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			return cfg, fmt.Errorf("--dns-upstream %s: want ADDR:PORT", s)
-		}
-		cfg.DNSServers = append(cfg.DNSServers, ap)
+	if len(dns) > 0 && cfg.Mode != netstack.ModeNAT {
+		return cfg, errors.New("--dns-upstream needs the NAT: add --network nat (or network \"nat\" to the spec)")
 	}
+	cfg.DNSServers = dns
 	return cfg, cfg.Validate()
 }
 
+// publishOf returns the netstack's form of a published port, which
+// spec.Validate has passed: a unix socket's path made absolute and checked
+// on this host, a missing host address 127.0.0.1.
+func publishOf(p spec.Port) (netstack.Publish, error) {
+	pub := netstack.Publish{Protocol: netstack.TCP, GuestPort: p.GuestPort}
+	if p.Protocol == "udp" {
+		pub.Protocol = netstack.UDP
+	}
+	if p.HostPath != "" {
+		abs, err := filepath.Abs(p.HostPath)
+		if err == nil {
+			err = checkSocketPath(abs)
+		}
+		if err == nil {
+			err = checkParentDir(abs)
+		}
+		pub.HostPath = abs
+		return pub, err
+	}
+	ip := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	if p.HostIP != "" {
+		var err error
+		if ip, err = netip.ParseAddr(p.HostIP); err != nil {
+			return pub, err
+		}
+	}
+	pub.HostAddr = netip.AddrPortFrom(ip, p.HostPort)
+	return pub, nil
+}
+
 // parseAllowNet parses CIDR[:PORT]: 10.0.0.0/8, 192.0.2.1:443,
-// [2001:db8::/32]:443, 2001:db8::1.
+// [2001:db8::/32]:443, 2001:db8::1. Its errors say what is wrong with s,
+// after s.
 func parseAllowNet(s string) (netstack.AllowRule, error) {
 	var r netstack.AllowRule
 	addr, port := s, ""
@@ -99,13 +93,13 @@ func parseAllowNet(s string) (netstack.AllowRule, error) {
 	case strings.HasPrefix(s, "["):
 		end := strings.Index(s, "]")
 		if end < 0 {
-			return r, fmt.Errorf("--allow-net %s: unclosed [; write [IPV6/BITS]:PORT, e.g. [2001:db8::/32]:443", s)
+			return r, errors.New("has an unclosed [; write [IPV6/BITS]:PORT, e.g. [2001:db8::/32]:443")
 		}
 		addr = s[1:end]
 		rest := s[end+1:]
 		if rest != "" {
 			if !strings.HasPrefix(rest, ":") {
-				return r, fmt.Errorf("--allow-net %s: write [IPV6/BITS]:PORT, e.g. [2001:db8::/32]:443", s)
+				return r, errors.New("is not [IPV6/BITS]:PORT; write one such as [2001:db8::/32]:443")
 			}
 			port = rest[1:]
 		}
@@ -116,18 +110,18 @@ func parseAllowNet(s string) (netstack.AllowRule, error) {
 	if err != nil {
 		a, aerr := netip.ParseAddr(addr)
 		if aerr != nil {
-			return r, fmt.Errorf("--allow-net %s: want CIDR[:PORT] with an address, e.g. 10.0.0.0/8, 192.0.2.1:443 or [2001:db8::/32]:443; names are not resolved", s)
+			return r, errors.New("is not CIDR[:PORT] with an address; write one such as 10.0.0.0/8, 192.0.2.1:443 or [2001:db8::/32]:443 (names are not resolved)")
 		}
 		prefix = netip.PrefixFrom(a, a.BitLen())
 	}
 	if prefix != prefix.Masked() {
-		return r, fmt.Errorf("--allow-net %s: %s has host bits set; write %s", s, prefix, prefix.Masked())
+		return r, fmt.Errorf("has host bits set; write %s", prefix.Masked())
 	}
 	r.Prefix = prefix
 	if port != "" {
 		p, err := strconv.ParseUint(port, 10, 16)
 		if err != nil || p == 0 {
-			return r, fmt.Errorf("--allow-net %s: port %q must be 1-65535 (one port per rule; repeat --allow-net for more)", s, port)
+			return r, fmt.Errorf("has port %q, which must be 1-65535 (one port per rule; give more rules for more)", port)
 		}
 		r.Port = uint16(p)
 	}
@@ -137,9 +131,9 @@ func parseAllowNet(s string) (netstack.AllowRule, error) {
 // parsePublish parses -p: unix:HOSTPATH:GUESTPORT or
 // [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp], IP defaulting to 127.0.0.1 (an IPv6
 // address goes in brackets) and a missing or 0 HOSTPORT meaning one the
-// host picks.
-func parsePublish(s string) (netstack.Publish, error) {
-	var p netstack.Publish
+// host picks. The host path is checked later, with the spec's ports.
+func parsePublish(s string) (spec.Port, error) {
+	var p spec.Port
 	if rest, ok := strings.CutPrefix(s, "unix:"); ok {
 		i := strings.LastIndex(rest, ":")
 		if i <= 0 {
@@ -153,67 +147,55 @@ func parsePublish(s string) (netstack.Publish, error) {
 		if err != nil {
 			return p, fmt.Errorf("-p %s: guest port: %w", s, err)
 		}
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return p, fmt.Errorf("-p %s: %w", s, err)
-		}
-		if err := checkSocketPath(abs); err != nil {
-			return p, fmt.Errorf("-p %s: %w", s, err)
-		}
-		if err := checkParentDir(abs); err != nil {
-			return p, fmt.Errorf("-p %s: %w", s, err)
-		}
-		return netstack.Publish{HostPath: abs, Protocol: netstack.TCP, GuestPort: port}, nil
+		return spec.Port{HostPath: path, GuestPort: port}, nil
 	}
-	spec, proto, hasProto := strings.Cut(s, "/")
-	p.Protocol = netstack.TCP
+	addr, proto, hasProto := strings.Cut(s, "/")
 	if hasProto {
 		switch proto {
 		case "tcp":
 		case "udp":
-			p.Protocol = netstack.UDP
+			p.Protocol = "udp"
 		default:
 			return p, fmt.Errorf("-p %s: protocol %q: use /tcp or /udp", s, proto)
 		}
 	}
-	host := "127.0.0.1"
 	var hostPort, guestPort string
-	if strings.HasPrefix(spec, "[") {
-		end := strings.Index(spec, "]:")
+	if strings.HasPrefix(addr, "[") {
+		end := strings.Index(addr, "]:")
 		if end < 0 {
 			return p, fmt.Errorf("-p %s: write [IPV6]:HOSTPORT:GUESTPORT, e.g. -p [::1]:8080:80", s)
 		}
-		host = spec[1:end]
-		spec = spec[end+2:]
+		p.HostIP = addr[1:end]
+		addr = addr[end+2:]
 	}
-	parts := strings.Split(spec, ":")
+	parts := strings.Split(addr, ":")
 	switch {
 	case len(parts) == 2:
 		hostPort, guestPort = parts[0], parts[1]
 	case len(parts) == 3 && !strings.HasPrefix(s, "["):
-		host, hostPort, guestPort = parts[0], parts[1], parts[2]
+		p.HostIP, hostPort, guestPort = parts[0], parts[1], parts[2]
 	case len(parts) == 1 && !strings.HasPrefix(s, "["):
 		// -p GUESTPORT, as docker takes it: a host port the host chooses.
 		guestPort = parts[0]
 	default:
 		return p, fmt.Errorf("-p %s: write [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] or unix:HOSTPATH:GUESTPORT", s)
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return p, fmt.Errorf("-p %s: host address %q: give an IP address, e.g. 127.0.0.1", s, host)
+	if p.HostIP != "" {
+		if _, err := netip.ParseAddr(p.HostIP); err != nil {
+			return p, fmt.Errorf("-p %s: host address %q: give an IP address, e.g. 127.0.0.1", s, p.HostIP)
+		}
 	}
-	var hp uint16
+	var err error
 	if hostPort != "" && hostPort != "0" {
 		// Empty or 0: the host chooses (the sandbox's info and, unless
 		// -q, stderr say which).
-		if hp, err = parsePort(hostPort); err != nil {
+		if p.HostPort, err = parsePort(hostPort); err != nil {
 			return p, fmt.Errorf("-p %s: host port: %w", s, err)
 		}
 	}
 	if p.GuestPort, err = parsePort(guestPort); err != nil {
 		return p, fmt.Errorf("-p %s: guest port: %w", s, err)
 	}
-	p.HostAddr = netip.AddrPortFrom(ip, hp)
 	return p, nil
 }
 
@@ -236,11 +218,7 @@ type sandboxNetwork struct {
 
 // openNetwork opens the network's host side (listeners, resolvers) before
 // the sandbox exists. logf receives refused flows and relay errors.
-func openNetwork(f *netFlags, logf func(string, ...any)) (*sandboxNetwork, error) {
-	cfg, err := f.config()
-	if err != nil {
-		return nil, err
-	}
+func openNetwork(cfg netstack.Config, logf func(string, ...any)) (*sandboxNetwork, error) {
 	cfg.Logf = logf
 	n, err := netstack.New(cfg)
 	if err != nil {
@@ -314,17 +292,6 @@ func (n *sandboxNetwork) prepareGuest(ctx context.Context, sb *sentry.Sandbox) {
 	if err := sb.WriteFile(ctx, netstack.GuestResolvConfPath, content, 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "rungv: warning: writing %s: %v; DNS in the sandbox needs \"nameserver %s\" there\n", netstack.GuestResolvConfPath, err, netstack.GatewayAddr)
 	}
-}
-
-// check validates the network flags early (before an image is pulled)
-// and sets the kernel's packet socket option.
-func (f *netFlags) check(cfg *sentry.Config) error {
-	if f.packetWrite && !cfg.NetRaw {
-		return errors.New("--allow-packet-socket-write: packet sockets need --net-raw; add it")
-	}
-	cfg.AllowPacketSocketWrite = f.packetWrite
-	_, err := f.config()
-	return err
 }
 
 // debugLogf reports the network's refused flows and relay errors on

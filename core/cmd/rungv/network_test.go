@@ -23,7 +23,6 @@ import (
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/netstack/netstacktest"
-	"z.gfire.dev/gvx/core/sentry"
 )
 
 // The network tests run real sandboxes, locked down as always, and talk
@@ -362,50 +361,57 @@ func TestNATChangesNothingOnTheHost(t *testing.T) {
 
 func TestNetworkFlagErrorsSayWhatToWrite(t *testing.T) {
 	cases := []struct {
-		flags netFlags
+		flags []string
 		want  string
 	}{
-		{netFlags{network: "host"}, "use --network nat"},
-		{netFlags{network: "bridge"}, "use --network nat"},
-		{netFlags{network: "tap"}, "use none or nat"},
-		{netFlags{network: "none", allowNet: []string{"10.0.0.0/8"}}, "add --network nat"},
-		{netFlags{network: "none", hostLoopback: true}, "add --network nat"},
-		{netFlags{network: "nat", allowNet: []string{"example.com"}}, "names are not resolved"},
-		{netFlags{network: "nat", allowNet: []string{"10.0.0.1/8"}}, "write 10.0.0.0/8"},
-		{netFlags{network: "nat", allowNet: []string{"10.0.0.0/8:0"}}, "1-65535"},
-		{netFlags{network: "nat", allowNet: []string{"127.0.0.1"}}, "--host-loopback --allow-net 10.0.2.2"},
-		{netFlags{network: "nat", allowNet: []string{"10.0.2.2:80"}}, "add it"},
-		{netFlags{publish: []string{"[::1]:8080"}}, "write [IP:][HOSTPORT:]GUESTPORT"},
-		{netFlags{publish: []string{"8080-8090:80"}}, "one port per -p"},
-		{netFlags{publish: []string{"8080:80/sctp"}}, "use /tcp or /udp"},
-		{netFlags{publish: []string{"unix:/tmp/x.sock:80/udp"}}, "drop /udp"},
-		{netFlags{publish: []string{"unix:/tmp/x.sock"}}, "unix:HOSTPATH:GUESTPORT"},
-		{netFlags{publish: []string{"localhost:8080:80"}}, "give an IP address"},
-		{netFlags{publish: []string{"127.0.0.1:80:0"}}, "1-65535"},
-		{netFlags{publish: []string{"127.0.0.1:70000:80"}}, "1-65535"},
+		{[]string{"--network", "host"}, "use --network nat"},
+		{[]string{"--network", "bridge"}, "use --network nat"},
+		{[]string{"--network", "tap"}, `use "none" or "nat"`},
+		{[]string{"--network", "none", "--allow-net", "10.0.0.0/8"}, "add --network nat"},
+		{[]string{"--network", "none", "--host-loopback"}, "add --network nat"},
+		{[]string{"--network", "nat", "--allow-net", "example.com"}, "names are not resolved"},
+		{[]string{"--network", "nat", "--allow-net", "10.0.0.1/8"}, "write 10.0.0.0/8"},
+		{[]string{"--network", "nat", "--allow-net", "10.0.0.0/8:0"}, "1-65535"},
+		{[]string{"--network", "nat", "--allow-net", "127.0.0.1"}, "--host-loopback --allow-net 10.0.2.2"},
+		{[]string{"--network", "nat", "--allow-net", "10.0.2.2:80"}, "add it"},
+		{[]string{"-p", "[::1]:8080"}, "write [IP:][HOSTPORT:]GUESTPORT"},
+		{[]string{"-p", "8080-8090:80"}, "one port per -p"},
+		{[]string{"-p", "8080:80/sctp"}, "use /tcp or /udp"},
+		{[]string{"-p", "unix:/tmp/x.sock:80/udp"}, "drop /udp"},
+		{[]string{"-p", "unix:/tmp/x.sock"}, "unix:HOSTPATH:GUESTPORT"},
+		{[]string{"-p", "localhost:8080:80"}, "give an IP address"},
+		{[]string{"-p", "127.0.0.1:80:0"}, "1-65535"},
+		{[]string{"-p", "127.0.0.1:70000:80"}, "1-65535"},
+		{[]string{"--allow-packet-socket-write"}, "add it"},
 	}
 	for _, c := range cases {
-		if _, err := c.flags.config(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want an error saying %q", c.flags, err, c.want)
+		if err := cliError(t, append(c.flags, "img")...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error saying %q", c.flags, err, c.want)
 		}
 	}
-	f := netFlags{packetWrite: true}
-	if err := f.check(&sentry.Config{}); err == nil || !strings.Contains(err.Error(), "add it") {
-		t.Errorf("--allow-packet-socket-write without --net-raw: %v", err)
+	sp, _, err := parseRun(t, "--net-raw", "--allow-packet-socket-write", "img")
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg := sentry.Config{NetRaw: true}
-	if err := f.check(&cfg); err != nil || !cfg.AllowPacketSocketWrite {
+	if cfg, _, err := planSandbox(&sp, nil); err != nil || !cfg.AllowPacketSocketWrite {
 		t.Errorf("--net-raw --allow-packet-socket-write: %v, AllowPacketSocketWrite %v", err, cfg.AllowPacketSocketWrite)
 	}
 }
 
 func TestNetworkFlagsParse(t *testing.T) {
-	f := netFlags{network: "nat", hostLoopback: true,
-		allowNet: []string{"10.0.0.0/8", "192.0.2.1:443", "[2001:db8::/32]:443", "2001:db8::1", "10.0.2.2:8080"},
-		publish: []string{"unix:rel.sock:2375", "8080:80", "0.0.0.0:5353:53/udp", "[::1]:8443:443/tcp",
-			"9000", "127.0.0.1::9001/udp", "0:9002", "[::1]:0:9003"}, // the last four: the host picks the port
+	args := []string{"--network", "nat", "--host-loopback"}
+	for _, r := range []string{"10.0.0.0/8", "192.0.2.1:443", "[2001:db8::/32]:443", "2001:db8::1", "10.0.2.2:8080"} {
+		args = append(args, "--allow-net", r)
 	}
-	cfg, err := f.config()
+	for _, p := range []string{"unix:rel.sock:2375", "8080:80", "0.0.0.0:5353:53/udp", "[::1]:8443:443/tcp",
+		"9000", "127.0.0.1::9001/udp", "0:9002", "[::1]:0:9003"} { // the last four: the host picks the port
+		args = append(args, "-p", p)
+	}
+	sp, _, err := parseRun(t, append(args, "img")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cfg, err := planSandbox(&sp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

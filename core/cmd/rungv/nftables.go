@@ -1,12 +1,8 @@
 package main
 
-import (
-	"github.com/spf13/pflag"
+import "github.com/spf13/pflag"
 
-	"z.gfire.dev/gvx/core/sentry"
-)
-
-// nftablesFlag is `rungv run --nftables`.
+// addNFTablesFlag registers `rungv run --nftables`.
 //
 // It is a flag of its own, not implied by --net-raw: gVisor's nftables is
 // switched on for the whole rungv process, gVisor marks it as not yet
@@ -15,16 +11,6 @@ import (
 // dockerd's iptables-nft finds no nf_tables and the legacy iptables gVisor
 // has lacks MASQUERADE, conntrack and addrtype, so dockerd cannot start
 // with its default bridge network.
-type nftablesFlag struct {
-	on bool
-}
-
-// register adds --nftables to fl.
-func (f *nftablesFlag) register(fl *pflag.FlagSet) {
-	fl.BoolVar(&f.on, "nftables", false, "give the sandbox gVisor's nftables (iptables-nft, Docker's bridge network and port publishing need it, with --net-raw)")
-}
-
-// apply sets the kernel's nftables switch.
-func (f *nftablesFlag) apply(cfg *sentry.Config) {
-	cfg.NFTables = f.on
+func addNFTablesFlag(fl *pflag.FlagSet, on *bool) {
+	fl.BoolVar(on, "nftables", false, "give the sandbox gVisor's nftables (iptables-nft, Docker's bridge network and port publishing need it, with --net-raw)")
 }

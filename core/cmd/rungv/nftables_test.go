@@ -7,22 +7,25 @@ func TestNFTablesFlag(t *testing.T) {
 	if cmd.Flags().Lookup("nftables") == nil {
 		t.Fatal("rungv run has no --nftables flag")
 	}
-	for _, on := range []bool{false, true} {
-		f := &runFlags{platform: "auto", nftables: nftablesFlag{on: on}, netRaw: true}
-		cfg, err := f.sentryConfig()
+	for args, on := range map[string]bool{"--nftables=false": false, "--nftables": true} {
+		sp, _, err := parseRun(t, args, "--net-raw", "img")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := sentryConfig(&sp)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg.NFTables != on {
-			t.Errorf("--nftables=%v gives Config.NFTables %v", on, cfg.NFTables)
+			t.Errorf("%s gives Config.NFTables %v", args, cfg.NFTables)
 		}
 		if !cfg.NetRaw {
-			t.Errorf("--nftables=%v lost --net-raw", on)
+			t.Errorf("%s lost --net-raw", args)
 		}
 	}
-	// --net-raw alone does not switch nftables on (see nftablesFlag).
-	f := &runFlags{platform: "auto", netRaw: true}
-	if cfg, _ := f.sentryConfig(); cfg.NFTables {
+	// --net-raw alone does not switch nftables on (see addNFTablesFlag).
+	sp, _, _ := parseRun(t, "--net-raw", "img")
+	if cfg, _ := sentryConfig(&sp); cfg.NFTables {
 		t.Error("--net-raw alone switched nftables on")
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
@@ -31,48 +32,84 @@ import (
 	"z.gfire.dev/gvx/core/lockdown"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/sentry"
+	"z.gfire.dev/gvx/core/spec"
 	"z.gfire.dev/gvx/core/store"
 )
 
-// runFlags are `rungv run`'s flags, named as `docker run` names them.
-type runFlags struct {
-	entrypoint  string
-	env         []string
-	envFiles    []string
-	workdir     string
-	user        string
-	tty         bool
-	interactive bool
-	hostname    string
-	rm          bool
-	memory      string
-	cpus        float64
-	cpusetCPUs  string
-	pidsLimit   int
-	timeout     time.Duration
-	stopTimeout time.Duration
-	platform    string
-	netRaw      bool
-	allowSUID   bool
+// runOptions are the flags of `rungv run` that say how to run the sandbox,
+// not what it is: the spec (sandboxFlags, or --spec) says that.
+type runOptions struct {
+	spec        string
 	control     string
-	keepAlive   bool
-	restore     string
 	quiet       bool
 	debug       bool
+	tty         bool
+	interactive bool
+	rm          bool
+	stopTimeout time.Duration
+	idleTrim    time.Duration
 	trapSeccomp bool
 	selftest    bool
-	idleTrim    time.Duration
-	spin        bool
-	net         netFlags
-	nftables    nftablesFlag
-	mounts      []string
+	dnsUpstream []string // test only: resolvers for the DNS relay
 
 	// exitStatusFD: see openExitStatus.
 	exitStatusFD int
 }
 
+// register adds the flags to fl.
+func (f *runOptions) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.spec, "spec", "", "read the sandbox's spec, core/spec's JSON, from `SOURCE`: fd:N (an inherited descriptor, read to its end) or a file; the spec then gives the image, command and every flag that describes the sandbox, which are refused beside it")
+	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal")
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open and pass it to the command")
+	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox when it exits (always: nothing outlives rungv)")
+	fl.DurationVar(&f.stopTimeout, "stop-timeout", 10*time.Second, "how long to wait after SIGTERM before killing")
+	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
+	fl.IntVar(&f.exitStatusFD, "exit-status-fd", 0, "write the command's exit status, as a decimal line, to inherited descriptor `N` (a pipe) just before exiting for its end: a caller that finds no status there knows that rungv itself failed, whatever its own exit status; a second line, Go-quoted, follows only if closing the sandbox failed (its volumes not written back) and says why")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
+	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
+	fl.BoolVar(&f.trapSeccomp, "debug-seccomp", false, "report a host system call outside the allowlist with a stack trace instead of dying silently")
+	fl.MarkHidden("debug-seccomp")
+	fl.BoolVar(&f.selftest, "debug-lockdown-selftest", false, "after the sandbox starts, make a forbidden host system call: rungv must die with SIGSYS")
+	fl.MarkHidden("debug-lockdown-selftest")
+	fl.DurationVar(&f.idleTrim, "idle-trim", defaultIdleTrim, "after this long without a control request, unmap rungv's own code and read-only data (0: never; default $"+idleTrimEnv+" or 30s); the pages stay in the page cache")
+	fl.MarkHidden("idle-trim")
+	fl.StringArrayVar(&f.dnsUpstream, "dns-upstream", nil, "test only: relay DNS to ADDR:PORT instead of the host's resolvers")
+	fl.MarkHidden("dns-upstream")
+}
+
+// check checks the options, and reads $GVX_IDLE_TRIM unless fl has
+// --idle-trim.
+func (f *runOptions) check(fl *pflag.FlagSet) ([]netip.AddrPort, error) {
+	if v := os.Getenv(idleTrimEnv); v != "" && !fl.Changed("idle-trim") {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%s=%q: want a duration such as 1s or 30s, or 0 to never trim", idleTrimEnv, v)
+		}
+		f.idleTrim = d
+	}
+	switch {
+	case f.stopTimeout < 0:
+		return nil, fmt.Errorf("--stop-timeout %v is negative; give a duration such as 10s, or 0 to kill at once after SIGTERM", f.stopTimeout)
+	case f.idleTrim < 0:
+		return nil, fmt.Errorf("--idle-trim %v is negative; give a duration such as 30s, or 0 to never trim", f.idleTrim)
+	}
+	var dns []netip.AddrPort
+	for _, s := range f.dnsUpstream {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return nil, fmt.Errorf("--dns-upstream %s: want ADDR:PORT", s)
+		}
+		dns = append(dns, ap)
+	}
+	return dns, nil
+}
+
 func newRunCommand(g *globalFlags) *cobra.Command {
-	f := &runFlags{}
+	f := &runOptions{}
+	sf := &sandboxFlags{}
+	// The flags that describe the sandbox, apart, for --spec to refuse.
+	sandbox := pflag.NewFlagSet("sandbox", pflag.ContinueOnError)
+	sf.register(sandbox)
 	cmd := &cobra.Command{
 		Use:   "run [flags] IMAGE [COMMAND [ARG...]]",
 		Short: "Run a command in a new sandbox",
@@ -81,80 +118,65 @@ func newRunCommand(g *globalFlags) *cobra.Command {
 writable layer) and runs the image's command, or COMMAND. The process locks
 itself down (no new privileges, no capabilities, a seccomp allowlist) before
 any guest code runs. rungv exits with the command's exit code (128+N if
-signal N killed it).`,
+signal N killed it).
+
+With --spec, a JSON sandbox spec (package core/spec: image, entrypoint, cmd,
+env, limits, network, ports, mounts, ...) describes the sandbox instead of
+IMAGE, COMMAND and the flags that describe it; the flags that say how to
+run it (--control, --exit-status-fd, --quiet, -i, -t, --stop-timeout,
+--debug) still apply. The Go, C and Python SDKs start sandboxes this way.`,
 		Example: `  rungv run busybox echo hello
   rungv run -e A=1 -w /tmp -u 1000 --memory 512m oci:./img:latest sh -c 'id; pwd'
   rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest
   rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest
-  rungv run --restore ready.snap --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest`,
-		Args: cobra.MinimumNArgs(1),
+  rungv run --restore ready.snap --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest
+  echo '{"image": "busybox", "cmd": ["echo", "hello"], "memory": 536870912}' > box.json; rungv run --spec box.json
+  rungv run --control unix:/tmp/box.sock --spec fd:3 3< box.json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("spec") {
+				return nil // refused with a word about --spec
+			}
+			return cobra.MinimumNArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseDockerOnlyFlags(cmd.Flags()); err != nil {
 				return err
 			}
-			var entrypoint *string
-			if cmd.Flags().Changed("entrypoint") {
-				entrypoint = &f.entrypoint
+			dns, err := f.check(cmd.Flags())
+			if err != nil {
+				return err
 			}
-			if v := os.Getenv(idleTrimEnv); v != "" && !cmd.Flags().Changed("idle-trim") {
-				d, err := time.ParseDuration(v)
-				if err != nil || d < 0 {
-					return fmt.Errorf("%s=%q: want a duration such as 1s or 30s, or 0 to never trim", idleTrimEnv, v)
+			var sp spec.Sandbox
+			var names fieldNames
+			if cmd.Flags().Changed("spec") {
+				if err := refuseSandboxFlags(sandbox, args); err != nil {
+					return err
 				}
-				f.idleTrim = d
-			}
-			if v := os.Getenv(spinEnv); v != "" && !cmd.Flags().Changed("spin") {
-				on, err := strconv.ParseBool(v)
-				if err != nil {
-					return fmt.Errorf("%s=%q: want 1 (spin) or 0 (sleep)", spinEnv, v)
+				if sp, err = readSpec(f.spec); err != nil {
+					return err
 				}
-				f.spin = on
+				names = specNames{}
+			} else {
+				var given flagNames
+				if sp, given, err = sf.toSpec(sandbox, args); err != nil {
+					return err
+				}
+				names = given
 			}
-			return runSandbox(cmd.Context(), g, f, entrypoint, args[0], args[1:])
+			return names.explain(runSandbox(cmd.Context(), g, f, &sp, dns, names))
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after IMAGE belong to the command
-	fl.StringVar(&f.entrypoint, "entrypoint", "", "overwrite the image's entrypoint")
-	fl.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy the host's)")
-	fl.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file")
-	fl.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
-	fl.StringVarP(&f.user, "user", "u", "", "user: name|uid[:group|gid]")
-	fl.BoolVarP(&f.tty, "tty", "t", false, "give the command a terminal")
-	fl.BoolVarP(&f.interactive, "interactive", "i", false, "keep stdin open and pass it to the command")
-	fl.StringVar(&f.hostname, "hostname", "", "the sandbox's hostname")
-	fl.BoolVar(&f.rm, "rm", true, "remove the sandbox when it exits (always: nothing outlives rungv)")
-	fl.StringVarP(&f.memory, "memory", "m", "", "memory limit of the whole sandbox, e.g. 512m, 2g (the guest's OOM killer acts inside)")
-	fl.Float64Var(&f.cpus, "cpus", 0, "number of CPUs the sandbox sees (default: as many as --cpuset-cpus names, else the host's)")
-	fl.StringVar(&f.cpusetCPUs, "cpuset-cpus", "", "host CPUs the sandbox runs on, e.g. 0-3,6 (pinning one sandbox to one CPU shortens its system calls and execs)")
-	fl.IntVar(&f.pidsLimit, "pids-limit", sentry.DefaultPidsLimit, "maximum number of tasks (threads included) in the sandbox; fork fails with EAGAIN beyond it (0 or -1: no limit)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop the sandbox after this long (wall clock)")
-	fl.DurationVar(&f.stopTimeout, "stop-timeout", 10*time.Second, "how long to wait after SIGTERM before killing")
-	fl.StringVar(&f.platform, "platform", "auto", "syscall interception: systrap, kvm, ptrace or auto (systrap)")
-	fl.BoolVar(&f.spin, "spin", true, "let systrap's threads spin while the guest and the Sentry wait for each other: a lone sandbox's system calls run 2-5x faster; turn it off when more sandboxes are busy than there are CPUs, where spinning takes the CPU the others need ($"+spinEnv+"=0 or 1 sets it when this flag is not given)")
-	fl.BoolVar(&f.netRaw, "net-raw", false, "allow raw and packet sockets to guest root")
-	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")
-	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
-	fl.IntVar(&f.exitStatusFD, "exit-status-fd", 0, "write the command's exit status, as a decimal line, to inherited descriptor `N` (a pipe) just before exiting for its end: a caller that finds no status there knows that rungv itself failed, whatever its own exit status; a second line, Go-quoted, follows only if closing the sandbox failed (its volumes not written back) and says why")
-	fl.BoolVar(&f.keepAlive, "keep-alive", false, "run an idle init instead of the command; use the control endpoint to exec")
-	fl.StringVar(&f.restore, "restore", "", "continue the sandbox saved in the snapshot `FILE` (written by rungv checkpoint) instead of running a command; give the IMAGE, volumes (clones of the saved images) and network flags it was saved with")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
-	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
-	addMountFlags(fl, &f.mounts)
-	fl.BoolVar(&f.trapSeccomp, "debug-seccomp", false, "report a host system call outside the allowlist with a stack trace instead of dying silently")
-	fl.MarkHidden("debug-seccomp")
-	fl.BoolVar(&f.selftest, "debug-lockdown-selftest", false, "after the sandbox starts, make a forbidden host system call: rungv must die with SIGSYS")
-	fl.MarkHidden("debug-lockdown-selftest")
-	fl.DurationVar(&f.idleTrim, "idle-trim", defaultIdleTrim, "after this long without a control request, unmap rungv's own code and read-only data (0: never; default $"+idleTrimEnv+" or 30s); the pages stay in the page cache")
-	fl.MarkHidden("idle-trim")
-	f.net.register(fl)
-	f.nftables.register(fl)
+	fl.AddFlagSet(sandbox)
+	f.register(fl)
 	addDockerOnlyFlags(fl)
 	return cmd
 }
 
-// runSandbox implements `rungv run`.
-func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *string, ref string, args []string) error {
+// runSandbox implements `rungv run`: it runs the sandbox sp describes, as
+// f says. Its errors about sp's fields name them as names does.
+func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.Sandbox, dns []netip.AddrPort, names fieldNames) error {
 	// First, while every descriptor above 2 is one the caller passed.
 	exitStatus, err := openExitStatus(f.exitStatusFD)
 	if err != nil {
@@ -163,7 +185,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if exitStatus != nil {
 		defer exitStatus.Close()
 	}
-	cfg, err := f.sentryConfig()
+	cfg, netCfg, err := planSandbox(sp, dns)
 	if err != nil {
 		return err
 	}
@@ -171,36 +193,26 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	if err != nil {
 		return err
 	}
-	procDefaults, err := f.processFlags()
-	if err != nil {
-		return err
-	}
-	if f.tty && !term.IsTerminal(int(os.Stdin.Fd())) {
+	switch {
+	case f.tty && !term.IsTerminal(int(os.Stdin.Fd())):
 		return errors.New("-t: the input device is not a TTY; drop -t, or run rungv on a terminal")
+	case f.tty && sp.Restore != "":
+		return errors.New("-t gives a command a terminal, and a restored sandbox starts none: drop -t")
+	case sp.KeepAlive && f.control == "":
+		return &fieldError{"keep_alive", "", "leaves no way in without --control: add --control unix:PATH", nil}
 	}
 	s, err := g.store()
 	if err != nil {
 		return err
 	}
-	img, err := getOrPull(ctx, s, ref, f.quiet)
+	img, err := getOrPull(ctx, s, sp.Image, f.quiet)
 	if err != nil {
 		return err
 	}
-	if f.keepAlive {
-		if entrypoint != nil || len(args) > 0 {
-			return errors.New("--keep-alive runs an idle init: give no COMMAND and no --entrypoint")
-		}
-		if f.control == "" {
-			return errors.New("--keep-alive without --control leaves no way in: add --control unix:PATH")
-		}
-	}
-	if f.restore != "" && (entrypoint != nil || len(args) > 0 || f.tty || f.keepAlive) {
-		return errors.New("--restore continues the snapshot's own init: give no COMMAND, --entrypoint, -t or --keep-alive")
-	}
-	// With --keep-alive or --restore there is no command to run, but
-	// execs still take their defaults from the image and the flags.
-	spec, err := resolveCommand(img.Config, entrypoint, args, procDefaults)
-	if err != nil && !(errors.Is(err, errNoCommand) && (f.keepAlive || f.restore != "")) {
+	// With keep-alive or restore there is no command to run, but execs
+	// still take their defaults from the image and the spec.
+	ps, err := resolveCommand(img.Config, sp)
+	if err != nil && !(errors.Is(err, errNoCommand) && (sp.KeepAlive || sp.Restore != "")) {
 		return err
 	}
 
@@ -224,9 +236,9 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	}
 	defer erofsFile.Close()
 	var snapshot *os.File
-	if f.restore != "" {
-		if snapshot, err = hostfile.Open(f.restore, os.O_RDONLY, hostfile.Regular); err != nil {
-			return fmt.Errorf("--restore: %w", err)
+	if sp.Restore != "" {
+		if snapshot, err = hostfile.Open(sp.Restore, os.O_RDONLY, hostfile.Regular); err != nil {
+			return &fieldError{"restore", "", err.Error(), err}
 		}
 		defer snapshot.Close()
 	}
@@ -235,7 +247,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		return err
 	}
 	defer ctl.close()
-	nw, err := openNetwork(&f.net, debugLogf(f.debug))
+	nw, err := openNetwork(netCfg, debugLogf(f.debug))
 	if err != nil {
 		return err
 	}
@@ -284,27 +296,27 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 		}
 		if sb, err = sentry.Restore(cfg, snapshot, sentry.RestoreStdio{Stdin: stdin, Stdout: stdout, Stderr: stderr}); err != nil {
 			if errors.As(err, new(*sentry.VolumeError)) {
-				return volumeError(err)
+				return volumeError(err, cfg.Volumes)
 			}
-			return fmt.Errorf("--restore %s: %w", f.restore, err)
+			return &fieldError{"restore", sp.Restore, fmt.Sprintf("cannot be restored: %v", err), err}
 		}
 		p = sb.Init()
 	} else if sb, err = sentry.New(cfg); err != nil {
-		return volumeError(err)
+		return volumeError(err, cfg.Volumes)
 	}
 	defer sb.Close()
 
 	// Checked before init starts, and after a restore too: execs run as
 	// this user unless they name another.
-	u, err := host.ResolveUser(ctx, sb, spec.User)
+	u, err := host.ResolveUser(ctx, sb, ps.User)
 	if err != nil {
-		if f.user != "" {
-			return fmt.Errorf("--user: %w", err)
+		if sp.User != "" {
+			return &fieldError{"user", "", err.Error(), err}
 		}
-		return fmt.Errorf("the image's User: %w; give --user to run as another", err)
+		return &fieldError{"user", "", fmt.Sprintf("the image's User: %v; give another to run as", err), err}
 	}
 	if p == nil {
-		if p, err = startInit(ctx, sb, nw, f, spec, u, stdout, stderr); err != nil {
+		if p, err = startInit(ctx, sb, nw, f, sp, ps, u, stdout, stderr); err != nil {
 			return err
 		}
 	}
@@ -313,7 +325,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	stopper := newStopper(sb, p, f.stopTimeout)
 	backend := host.New(host.Config{
 		Sandbox:      sb,
-		Defaults:     host.Defaults{Env: spec.Env, Cwd: spec.Cwd, User: spec.User},
+		Defaults:     host.Defaults{Env: ps.Env, Cwd: ps.Cwd, User: ps.User},
 		Stop:         stopper.stop,
 		SnapshotHook: img.Config.Labels[image.SnapshotHookLabel],
 		Network:      nw,
@@ -357,8 +369,8 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	var timeout <-chan time.Time
-	if f.timeout > 0 {
-		timeout = time.After(f.timeout)
+	if sp.Timeout > 0 {
+		timeout = time.After(time.Duration(sp.Timeout))
 	}
 	for {
 		select {
@@ -394,8 +406,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 				fmt.Fprintln(os.Stderr, "rungv: copying the command's output:", err)
 			}
 			if st.OOMKilled {
-				limit, _ := parseBytes(f.memory) // parsed before the sandbox started
-				fmt.Fprintf(os.Stderr, "rungv: the sandbox reached its memory limit (%d MiB) and its OOM killer killed the init process, which ends the sandbox; files written to the root file system and to tmpfs count against the limit: give the sandbox more memory, or write large data to a volume\n", limit>>20)
+				fmt.Fprintf(os.Stderr, "rungv: the sandbox reached its memory limit (%d MiB) and its OOM killer killed the init process, which ends the sandbox; files written to the root file system and to tmpfs count against the limit: give the sandbox more memory, or write large data to a volume\n", sp.Memory>>20)
 			}
 			if st.ExitCode() != 0 {
 				return exitError(st.ExitCode())
@@ -415,20 +426,20 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runFlags, entrypoint *st
 				stopper.deadline()
 			}
 		case <-timeout:
-			fmt.Fprintf(os.Stderr, "rungv: --timeout %v reached; stopping the sandbox\n", f.timeout)
+			fmt.Fprintf(os.Stderr, "rungv: %s %v reached; stopping the sandbox\n", names.name("timeout"), time.Duration(sp.Timeout))
 			stopper.stop(f.stopTimeout)
 		}
 	}
 }
 
-// startInit starts the sandbox's init: the command (spec) as user u, or
-// the idle init with --keep-alive.
-func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runFlags, spec processSpec, u host.User, stdout, stderr *os.File) (*sentry.Process, error) {
+// startInit starts the sandbox's init: the command (ps) as user u, or the
+// idle init for a keep-alive sandbox.
+func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *runOptions, sp *spec.Sandbox, ps processSpec, u host.User, stdout, stderr *os.File) (*sentry.Process, error) {
 	nw.prepareGuest(ctx, sb)
 	init := sentry.ProcessSpec{
-		Argv:   spec.Argv,
-		Env:    host.WithHome(spec.Env, u.Home),
-		Cwd:    spec.Cwd,
+		Argv:   ps.Argv,
+		Env:    host.WithHome(ps.Env, u.Home),
+		Cwd:    ps.Cwd,
 		UID:    u.UID,
 		GID:    u.GID,
 		Stdout: stdout,
@@ -443,7 +454,7 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 	}
 	var p *sentry.Process
 	var err error
-	if f.keepAlive {
+	if sp.KeepAlive {
 		p, err = sb.StartIdle()
 	} else {
 		p, err = sb.Start(init)
@@ -452,10 +463,10 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 	if errors.As(err, &wde) {
 		// Before host.StartFailureOf, which would take its errno for the
 		// command's.
-		if f.workdir != "" {
-			return nil, fmt.Errorf("--workdir %.64q: the directory cannot be created in the sandbox: %v; give one that exists there or can be created", f.workdir, wde.Err)
+		if sp.Workdir != "" {
+			return nil, &fieldError{"workdir", fmt.Sprintf("%.64q", sp.Workdir), fmt.Sprintf("cannot be created in the sandbox: %v; give a directory that exists there or can be created", wde.Err), err}
 		}
-		return nil, fmt.Errorf("the image's WorkingDir %q cannot be created in the sandbox: %v; give another with --workdir /PATH", wde.Path, wde.Err)
+		return nil, &fieldError{"workdir", "", fmt.Sprintf("the image's WorkingDir %q cannot be created in the sandbox: %v; give another", wde.Path, wde.Err), err}
 	}
 	if err != nil {
 		// Exit statuses as docker run's: 127 not found, 126 not runnable.
@@ -468,17 +479,7 @@ func startInit(ctx context.Context, sb *sentry.Sandbox, nw *sandboxNetwork, f *r
 	return p, nil
 }
 
-// volumeError restates a *sentry.VolumeError in terms of the --mount
-// flag that named the volume.
-func volumeError(err error) error {
-	var ve *sentry.VolumeError
-	if !errors.As(err, &ve) {
-		return err
-	}
-	return fmt.Errorf("--mount type=volume,src=%s,dst=%s: %s the volume: %w", ve.Volume, ve.Target, ve.Op, ve.Err)
-}
-
-// spinEnv sets --spin for rungv processes whose command line does not.
+// spinEnv sets the spin of sandboxes whose spec does not (--spin unset).
 const spinEnv = "GVX_SPIN"
 
 // idleTrimEnv sets --idle-trim for rungv processes that the SDK, the C ABI
@@ -504,110 +505,6 @@ const outputDrainTimeout = 5 * time.Second
 // published connections to deliver what the guest wrote before it exited
 // (a guest that answered and exited at once, as `nc -e cat` does).
 const publishedDrainTimeout = time.Second
-
-// sentryConfig maps the flags that configure the kernel.
-func (f *runFlags) sentryConfig() (sentry.Config, error) {
-	var cfg sentry.Config
-	switch f.platform {
-	case "", "auto", "systrap":
-		cfg.Platform = sentry.PlatformSystrap
-	case "kvm":
-		cfg.Platform = sentry.PlatformKVM
-	case "ptrace":
-		cfg.Platform = sentry.PlatformPtrace
-	default:
-		return cfg, fmt.Errorf("--platform %q: use systrap, kvm, ptrace or auto", f.platform)
-	}
-	switch {
-	case f.timeout < 0:
-		return cfg, fmt.Errorf("--timeout %v is negative; give a duration such as 30s, or 0 for none", f.timeout)
-	case f.stopTimeout < 0:
-		return cfg, fmt.Errorf("--stop-timeout %v is negative; give a duration such as 10s, or 0 to kill at once after SIGTERM", f.stopTimeout)
-	case f.idleTrim < 0:
-		return cfg, fmt.Errorf("--idle-trim %v is negative; give a duration such as 30s, or 0 to never trim", f.idleTrim)
-	}
-	mem, err := parseBytes(f.memory)
-	switch {
-	case errors.Is(err, errSizeTooLarge):
-		mem = math.MaxUint64 // CheckLimits names the bound
-	case err != nil:
-		return cfg, fmt.Errorf("--memory: %w", err)
-	}
-	cfg.MemoryLimit = mem
-	if cfg.CPUs, err = cpuCount(f.cpus); err != nil {
-		return cfg, err
-	}
-	if f.cpusetCPUs != "" {
-		var allowed unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-			return cfg, fmt.Errorf("--cpuset-cpus: reading the CPUs this process may run on: %w", err)
-		}
-		if cfg.CPUSet, err = parseCPUList(f.cpusetCPUs, &allowed); err != nil {
-			return cfg, fmt.Errorf("--cpuset-cpus: %w", err)
-		}
-	}
-	cfg.PidsLimit = f.pidsLimit
-	if f.pidsLimit == 0 {
-		// docker run passes 0 for "no limit" as well as -1.
-		cfg.PidsLimit = sentry.NoPidsLimit
-	}
-	if err := cfg.CheckLimits(); err != nil {
-		return cfg, f.limitError(err)
-	}
-	if f.hostname != "" {
-		if err := sentry.CheckHostname(f.hostname); err != nil {
-			return cfg, fmt.Errorf("--hostname: %w", err)
-		}
-	}
-	cfg.Hostname = f.hostname
-	cfg.NoSpinning = !f.spin
-	cfg.NetRaw = f.netRaw
-	cfg.AllowSUID = f.allowSUID
-	f.nftables.apply(&cfg)
-	if cfg.Volumes, err = parseMounts(f.mounts); err != nil {
-		return cfg, err
-	}
-	if err := f.net.check(&cfg); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
-}
-
-// cpuCount turns --cpus into the count of CPUs the guest sees, rounded
-// up (docker's --cpus 1.5 is a share of CPU time; a guest sees whole
-// CPUs).
-func cpuCount(v float64) (int, error) {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return 0, fmt.Errorf("--cpus %v is not a number of CPUs; give one such as 2 or 0.5, at most %d", v, sentry.MaxCPUs)
-	case v < 0:
-		return -1, nil // CheckLimits says what to give
-	case v > sentry.MaxCPUs:
-		return sentry.MaxCPUs + 1, nil // likewise, without overflowing an int
-	}
-	return int(math.Ceil(v)), nil
-}
-
-// limitError restates a *sentry.LimitError in terms of the flag that set
-// the field, with the value as given.
-func (f *runFlags) limitError(err error) error {
-	var le *sentry.LimitError
-	if !errors.As(err, &le) {
-		return err
-	}
-	flag, value := le.Field, le.Value
-	switch le.Field {
-	case "CPUs":
-		flag, value = "--cpus", strconv.FormatFloat(f.cpus, 'g', -1, 64)
-	case "CPUSet":
-		flag, value = "--cpuset-cpus", f.cpusetCPUs
-	case "MemoryLimit":
-		flag, value = "--memory", f.memory
-	case "PidsLimit":
-		flag, value = "--pids-limit", strconv.Itoa(f.pidsLimit)
-	}
-	return fmt.Errorf("%s %s %s; %s", flag, value, le.Problem, le.Fix)
-}
 
 func getOrPull(ctx context.Context, s *store.Store, ref string, quiet bool) (*store.Image, error) {
 	img, err := s.Get(ref)

@@ -14,12 +14,10 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"z.gfire.dev/gvx/core/host"
 	"z.gfire.dev/gvx/core/image"
 	"z.gfire.dev/gvx/core/internal/hostfile"
-	"z.gfire.dev/gvx/core/sentry"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // processSpec is a command resolved against an image's config, the way
@@ -32,107 +30,43 @@ type processSpec struct {
 }
 
 // errNoCommand is resolveCommand's error for an image with neither
-// Entrypoint nor Cmd run without a COMMAND: --keep-alive and --restore run
-// no command, and forgive it.
-var errNoCommand = errors.New("no command: the image has no Entrypoint or Cmd; give one after the image name")
+// Entrypoint nor Cmd run without a command: keep-alive and restore run no
+// command, and forgive it.
+var errNoCommand = errors.New("no command: the image has no Entrypoint or Cmd; give one after the image name (or as the spec's cmd)")
 
-// processDefaults are what run's process flags (-e, --env-file, -w, -u)
-// set for the sandbox's processes, init's and execs' alike, checked when
-// the flags are parsed so that a bad value is reported with its flag,
-// before anything is pulled or booted.
-type processDefaults struct {
-	Env     []string // KEY=VALUE, the --env-file entries then the -e ones
-	Workdir string   // "" (the image's) or an absolute path
-	User    string   // "" (the image's) or a valid name|uid[:group|gid]
-}
-
-// processFlags checks and reads run's process flags.
-func (f *runFlags) processFlags() (processDefaults, error) {
-	var d processDefaults
-	for _, path := range f.envFiles {
-		entries, err := readEnvFile(path)
-		if err != nil {
-			return d, err
-		}
-		d.Env = host.MergeEnv(d.Env, entries)
+// resolveCommand merges the image config with the spec, as docker run
+// does: an entrypoint replaces the image's and drops its Cmd; cmd replaces
+// the image's Cmd; env overrides the image's variables by name. For
+// errNoCommand the process's Env, Cwd and User are still set: execs take
+// their defaults from them.
+func resolveCommand(cfg image.Config, sp *spec.Sandbox) (processSpec, error) {
+	ps := processSpec{Env: host.MergeEnv(cfg.Env, sp.Env), Cwd: sp.Workdir, User: sp.User}
+	if ps.Cwd == "" {
+		ps.Cwd = cfg.WorkingDir
 	}
-	for _, e := range f.env {
-		kv, ok, err := expandEnvEntry(e)
-		if err != nil {
-			return d, fmt.Errorf("--env %q: %w", e, err)
-		}
-		if ok {
-			d.Env = host.MergeEnv(d.Env, []string{kv})
-		}
+	if ps.Cwd == "" {
+		ps.Cwd = "/"
 	}
-	if f.workdir != "" {
-		if err := checkWorkdir(f.workdir); err != nil {
-			return d, fmt.Errorf("--workdir %.64q: %w", f.workdir, err)
-		}
+	if !path.IsAbs(ps.Cwd) {
+		return processSpec{}, &fieldError{"workdir", "", fmt.Sprintf("the image's WorkingDir %q is not an absolute path; give one, or rebuild the image", ps.Cwd), nil}
 	}
-	if f.user != "" {
-		if err := host.CheckUser(f.user); err != nil {
-			return d, fmt.Errorf("--user: %w", err)
-		}
+	if ps.User == "" {
+		ps.User = cfg.User
 	}
-	d.Workdir, d.User = f.workdir, f.user
-	return d, nil
-}
-
-// checkWorkdir checks a working directory a flag names against what Linux
-// takes of a path; whether it can be a directory only the guest knows.
-func checkWorkdir(dir string) error {
-	if !path.IsAbs(dir) {
-		// As docker run words it.
-		return errors.New("the working directory is invalid, it needs to be an absolute path; give one such as --workdir /app")
-	}
-	if len(dir) >= unix.PathMax {
-		return fmt.Errorf("the path is %d bytes, more than the %d Linux takes (PATH_MAX); give a shorter one", len(dir), unix.PathMax-1)
-	}
-	for _, name := range strings.Split(dir, "/") {
-		if len(name) > unix.NAME_MAX {
-			return fmt.Errorf("the path has a name of %d bytes, more than the %d Linux takes (NAME_MAX); give a shorter one", len(name), unix.NAME_MAX)
-		}
-	}
-	return nil
-}
-
-// resolveCommand merges the image config with the command line:
-// --entrypoint replaces the image's entrypoint and drops its Cmd; CMD
-// arguments replace the image's Cmd; the -e and --env-file entries in d
-// override the image's variables by name. For errNoCommand the spec's Env,
-// Cwd and User are still set: execs take their defaults from them.
-func resolveCommand(cfg image.Config, entrypoint *string, args []string, d processDefaults) (processSpec, error) {
-	spec := processSpec{Env: host.MergeEnv(cfg.Env, d.Env), Cwd: d.Workdir, User: d.User}
-	if spec.Cwd == "" {
-		spec.Cwd = cfg.WorkingDir
-	}
-	if spec.Cwd == "" {
-		spec.Cwd = "/"
-	}
-	if !path.IsAbs(spec.Cwd) {
-		return processSpec{}, fmt.Errorf("the image's WorkingDir %q is not an absolute path; give one with --workdir /PATH, or rebuild the image", spec.Cwd)
-	}
-	if spec.User == "" {
-		spec.User = cfg.User
-	}
-	if entrypoint != nil {
-		if *entrypoint != "" {
-			spec.Argv = append(spec.Argv, *entrypoint)
-		}
-		spec.Argv = append(spec.Argv, args...)
+	if sp.Entrypoint != nil {
+		ps.Argv = append(append(ps.Argv, *sp.Entrypoint...), sp.Cmd...)
 	} else {
-		spec.Argv = append(spec.Argv, cfg.Entrypoint...)
-		if len(args) > 0 {
-			spec.Argv = append(spec.Argv, args...)
+		ps.Argv = append(ps.Argv, cfg.Entrypoint...)
+		if len(sp.Cmd) > 0 {
+			ps.Argv = append(ps.Argv, sp.Cmd...)
 		} else {
-			spec.Argv = append(spec.Argv, cfg.Cmd...)
+			ps.Argv = append(ps.Argv, cfg.Cmd...)
 		}
 	}
-	if len(spec.Argv) == 0 {
-		return spec, errNoCommand
+	if len(ps.Argv) == 0 {
+		return ps, errNoCommand
 	}
-	return spec, nil
+	return ps, nil
 }
 
 // expandEnvEntry turns an -e or --env-file entry into KEY=VALUE: a bare
@@ -230,9 +164,11 @@ func parseBytes(s string) (uint64, error) {
 
 // parseCPUList parses a CPU list as docker run --cpuset-cpus takes it:
 // numbers and ranges, comma-separated ("0-3,6"). Repeated CPUs count once.
-// Each CPU must be in allowed, the CPUs this process may run on; checking
-// while expanding keeps a range such as 0-99999 from being expanded.
-func parseCPUList(s string, allowed *unix.CPUSet) ([]int, error) {
+// It checks the syntax only; checkCPUs checks the CPUs against those this
+// process may run on. A range is expanded only up to the first CPU no
+// process can run on, which checkCPUs refuses, so that 0-2147483647 costs
+// nothing.
+func parseCPUList(s string) ([]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
@@ -250,12 +186,12 @@ func parseCPUList(s string, allowed *unix.CPUSet) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a CPU list; write CPU numbers and ranges such as 0-3,6", s)
 		}
 		for c := first; c <= last; c++ {
-			if !allowed.IsSet(c) {
-				return nil, fmt.Errorf("%q names CPU %d, which this process may not run on: it may use %d CPUs, %s; pick CPUs from those", s, c, allowed.Count(), sentry.FormatCPUSet(allowed))
-			}
 			if !seen[c] {
 				seen[c] = true
 				cpus = append(cpus, c)
+			}
+			if c >= cpuSetSize {
+				break
 			}
 		}
 	}
