@@ -63,8 +63,8 @@ deps-docker-image:
 
 # Docker inside gvx, end to end (test-go runs it too): the seed workflow,
 # docker run/build/exec, Compose, --privileged, the host left untouched.
-test-docker: docker-image
-	CGO_ENABLED=0 $(GO) test -timeout 40m -count=1 -v ./core/internal/dockerimage/... ./core/internal/dockeraccept/
+test-docker: docker-image rungv
+	GVX_TEST_RUNGV=$(CURDIR)/$(BUILD)/rungv CGO_ENABLED=0 $(GO) test -timeout 40m -count=1 -v ./core/internal/dockerimage/... ./core/internal/dockeraccept/
 
 # A docker daemon for the tests that run gvx inside an unprivileged host
 # container (`docker run --user 65534 --network none`). With CI=true or
@@ -112,10 +112,13 @@ test: deps all deps-docker deps-docker-image test-go test-python test-wheel
 
 # -count=1: a cached result is a test that cannot fail (the tests run
 # binaries and images go test does not track).
-test-go:
+# The packages' tests share the rungv built here (GVX_TEST_RUNGV) instead of
+# each building its own.
+test-go: rungv
 	GVX_TEST_DOCKER_IMAGE=$$(docker info >/dev/null 2>&1 && echo $(DOCKER_TEST_IMAGE)) \
+		GVX_TEST_RUNGV=$(CURDIR)/$(BUILD)/rungv \
 		CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./core/... ./benchmarks/...
-	CGO_ENABLED=1 $(GO) test -count=1 -timeout 10m ./capi/...
+	GVX_TEST_RUNGV=$(CURDIR)/$(BUILD)/rungv CGO_ENABLED=1 $(GO) test -count=1 -timeout 10m ./capi/...
 
 test-python:
 	PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \

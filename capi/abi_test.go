@@ -123,11 +123,16 @@ func TestCProgram(t *testing.T) {
 func TestCProgramRunsSandbox(t *testing.T) {
 	dir := buildLibrary(t)
 	exe := compileC(t, dir, "testdata/exec.c")
-	rungv := filepath.Join(dir, "rungv")
-	build := exec.Command("go", "build", "-o", rungv, "../core/cmd/rungv")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building rungv: %v\n%s", err, out)
+	// make builds rungv once for the whole test run and names it in
+	// GVX_TEST_RUNGV; unset, the test builds its own.
+	rungv := os.Getenv("GVX_TEST_RUNGV")
+	if rungv == "" {
+		rungv = filepath.Join(dir, "rungv")
+		build := exec.Command("go", "build", "-o", rungv, "../core/cmd/rungv")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building rungv: %v\n%s", err, out)
+		}
 	}
 	// The test image, built by the tool core's tests use (its package is
 	// internal to core/).

@@ -40,6 +40,10 @@ const helperEnv = "GVX_SDK_TEST_HELPER"
 const (
 	rungvEnv = "GVX_SDK_TEST_RUNGV"
 	imageEnv = "GVX_SDK_TEST_IMAGE"
+	// sharedRungvEnv names a rungv built from this tree for the whole test
+	// run (make test-go sets it to build/rungv); unset, the tests build
+	// their own.
+	sharedRungvEnv = "GVX_TEST_RUNGV"
 )
 
 func TestMain(m *testing.M) {
@@ -58,12 +62,15 @@ func TestMain(m *testing.M) {
 	testCache = filepath.Join(dir, "cache")
 	rungvBin, imageRef = os.Getenv(rungvEnv), os.Getenv(imageEnv)
 	if rungvBin == "" {
-		rungvBin = filepath.Join(dir, "rungv")
-		cmd := exec.Command("go", "build", "-o", rungvBin, "../cmd/rungv")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building rungv: %v\n%s", err, out)
-			os.Exit(1)
+		rungvBin = os.Getenv(sharedRungvEnv)
+		if rungvBin == "" {
+			rungvBin = filepath.Join(dir, "rungv")
+			cmd := exec.Command("go", "build", "-o", rungvBin, "../cmd/rungv")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "building rungv: %v\n%s", err, out)
+				os.Exit(1)
+			}
 		}
 		b, err := testimage.Build()
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/sentry/internal/testimage"
+	"z.gfire.dev/gvx/core/sentry/internal/busyboxroot"
 )
 
 // passwdUID is a user the tests' long /etc/passwd does not name: an exec
@@ -29,7 +29,7 @@ const passwdUID = 4242
 func writeLongPasswd(t *testing.T, s *Sandbox, lines int) {
 	t.Helper()
 	const entry = "u:x:1:1::/:\n"
-	r := io.MultiReader(strings.NewReader(testimage.Passwd), &repeatReader{s: entry, n: lines})
+	r := io.MultiReader(strings.NewReader(busyboxroot.Passwd), &repeatReader{s: entry, n: lines})
 	if _, err := s.WriteFileFrom(context.Background(), "/etc/passwd", r, 0o644, nil); err != nil {
 		t.Fatalf("writing /etc/passwd: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"z.gfire.dev/gvx/core/sentry/internal/testimage"
+	"z.gfire.dev/gvx/core/sentry/internal/busyboxroot"
 )
 
 func fileHash(t *testing.T, path string) string {
@@ -74,7 +74,7 @@ mkdir -p /mnt/x && mount -t proc proc /mnt/x && ls /mnt/x | grep -c '^[0-9]'
 	if strings.Contains(r.stdout, "visible") || strings.Contains(r.stdout, "token found") {
 		t.Fatalf("guest reached host files: %q", r.stdout)
 	}
-	if !strings.HasPrefix(r.stdout, testimage.Passwd) {
+	if !strings.HasPrefix(r.stdout, busyboxroot.Passwd) {
 		t.Fatalf("guest /etc/passwd is not the image's: %q %q", r.stdout, r.stderr)
 	}
 	// Control: the same search finds the token once it is inside.
@@ -117,7 +117,7 @@ echo done`))
 	// A new sandbox from the same image sees it pristine.
 	s2 := newSandbox(t, Config{})
 	r = startAndWait(t, s2, sh(`cat /etc/gvx-marker; test -e /newfile || echo no-newfile; test -x /bin/busybox && echo busybox`))
-	if r.stdout != testimage.Marker+"no-newfile\nbusybox\n" {
+	if r.stdout != busyboxroot.Marker+"no-newfile\nbusybox\n" {
 		t.Fatalf("second sandbox: %q %q", r.stdout, r.stderr)
 	}
 }

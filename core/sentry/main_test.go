@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/internal/eventually"
-	"z.gfire.dev/gvx/core/sentry/internal/testimage"
+	"z.gfire.dev/gvx/core/sentry/internal/busyboxroot"
 )
 
 // imagePath is the busybox image every test boots, built once in TestMain.
@@ -32,7 +32,7 @@ func runTests(m *testing.M) int {
 		imagePath = path
 		return m.Run()
 	}
-	if reason := testimage.Available(); reason != "" {
+	if reason := busyboxroot.Available(); reason != "" {
 		fmt.Fprintf(os.Stderr, "SKIP core/sentry tests: %s\n", reason)
 		return 0
 	}
@@ -44,7 +44,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	imagePath = filepath.Join(dir, "busybox.erofs")
-	if err := testimage.Build(imagePath, testimage.Options{}); err != nil {
+	if err := busyboxroot.Build(imagePath, busyboxroot.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

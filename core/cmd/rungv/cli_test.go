@@ -29,12 +29,17 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	rungvBinary = filepath.Join(dir, "rungv")
-	cmd := exec.Command("go", "build", "-o", rungvBinary, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
+	// make test-go builds rungv once for the whole run and names it in
+	// GVX_TEST_RUNGV; unset, the tests build their own.
+	rungvBinary = os.Getenv("GVX_TEST_RUNGV")
+	if rungvBinary == "" {
+		rungvBinary = filepath.Join(dir, "rungv")
+		cmd := exec.Command("go", "build", "-o", rungvBinary, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.Stderr.Write(out)
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

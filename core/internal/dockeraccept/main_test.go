@@ -81,11 +81,15 @@ func setUp() (int, error) {
 	if env.built, env.skip, err = dockerImage(); err != nil || env.skip != "" {
 		return 0, err
 	}
-	env.rungv = filepath.Join(env.tmp, "rungv")
-	build := exec.Command("go", "build", "-o", env.rungv, "z.gfire.dev/gvx/core/cmd/rungv")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return 1, fmt.Errorf("building rungv: %v\n%s", err, out)
+	// make builds rungv once for the whole test run and names it in
+	// GVX_TEST_RUNGV; unset, the tests build their own.
+	if env.rungv = os.Getenv("GVX_TEST_RUNGV"); env.rungv == "" {
+		env.rungv = filepath.Join(env.tmp, "rungv")
+		build := exec.Command("go", "build", "-o", env.rungv, "z.gfire.dev/gvx/core/cmd/rungv")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return 1, fmt.Errorf("building rungv: %v\n%s", err, out)
+		}
 	}
 	// A cache of its own, kept between runs: converting the ~350 MB image
 	// to EROFS takes seconds, once.

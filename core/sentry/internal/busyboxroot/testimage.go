@@ -1,9 +1,9 @@
-// Package testimage builds small EROFS root filesystems for the sentry tests
+// Package busyboxroot builds small EROFS root filesystems for the sentry tests
 // from the host's static busybox (Debian's busybox-static package).
 //
 // The image is written with core/erofs, so the tests exercise the same
 // writer that produces real images from OCI layers.
-package testimage
+package busyboxroot
 
 import (
 	"bytes"

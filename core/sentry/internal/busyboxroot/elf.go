@@ -1,4 +1,4 @@
-package testimage
+package busyboxroot
 
 import "encoding/binary"
 
