@@ -46,7 +46,7 @@ type Plan struct {
 	// SnapshotHook is the image's snapshot hook, or "" (see Config).
 	SnapshotHook string
 	// Info is what the Info request answers; Run fills in the PID, the
-	// hostname, the platform and the published ports.
+	// hostname, the platform, whether it spins and the published ports.
 	Info control.SandboxInfo
 	// StopTimeout is how long init has to exit after a signal that ends
 	// the sandbox, or after Timeout, before everything is killed.

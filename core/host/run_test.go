@@ -181,41 +181,17 @@ func TestRunStopsAtItsTimeout(t *testing.T) {
 // control protocol on a listener: a client's exec runs, its Info says
 // where the sandbox runs, and its Shutdown ends Run.
 func TestRunServesUntilShutdown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	p := testPlan(t)
 	p.KeepAlive = true
 	p.Info = control.SandboxInfo{ID: "test"}
-	sock := filepath.Join(t.TempDir(), "control.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	p.Control = Control{Listener: l}
-	h := &testHooks{t: t}
-	type result struct {
-		exit Exit
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		exit, err := Run(context.Background(), p, h.hooks())
-		done <- result{exit, err}
-	}()
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := control.Dial(ctx, sock)
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	defer c.Close()
+	c, done := serveInBackground(t, ctx, p)
 	if info := c.Info(); info.ID != "test" || info.PID != os.Getpid() || info.Platform != string(sentry.PlatformSystrap) {
 		t.Errorf("Info = %+v, want ID test, this process's PID and the systrap platform", info)
 	}
-	var out bytes.Buffer
-	res, err := c.Exec(ctx, control.ExecRequest{Argv: []string{"echo", "hello"}}, control.ExecIO{Stdout: &out, InMemory: true})
-	if err != nil || res.ExitCode != 0 || out.String() != "hello\n" {
-		t.Fatalf("Exec(echo hello) = %+v, %v, output %q; want exit 0 and hello", res, err, out.String())
+	if got := execOutput(t, ctx, c, "echo", "hello"); got != "hello\n" {
+		t.Errorf("echo hello printed %q", got)
 	}
 	if err := c.Shutdown(ctx, 0); err != nil {
 		t.Fatalf("Shutdown: %v", err)
@@ -227,5 +203,97 @@ func TestRunServesUntilShutdown(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("Run did not return after Shutdown")
+	}
+}
+
+// serveInBackground runs p, a sandbox serving on a fresh unix socket, in
+// the background, and returns a client of it and the channel Run's
+// result arrives on.
+func serveInBackground(t *testing.T, ctx context.Context, p Plan) (*control.Client, <-chan runResult) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "control.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p.Control = Control{Listener: l}
+	h := &testHooks{t: t}
+	done := make(chan runResult, 1)
+	go func() {
+		exit, err := Run(context.Background(), p, h.hooks())
+		done <- runResult{exit, err}
+	}()
+	c, err := control.Dial(ctx, sock)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, done
+}
+
+// runResult is what Run returned.
+type runResult struct {
+	exit Exit
+	err  error
+}
+
+// execOutput runs argv in the sandbox and returns its output.
+func execOutput(t *testing.T, ctx context.Context, c *control.Client, argv ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := c.Exec(ctx, control.ExecRequest{Argv: argv}, control.ExecIO{Stdout: &out, InMemory: true})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec(%q) = %+v, %v; want exit 0", argv, res, err)
+	}
+	return out.String()
+}
+
+// TestRunCheckpointsAndRestores checkpoints a sandbox with Stop, which
+// ends Run as checkpointed, and continues the snapshot with another Run:
+// what the first sandbox wrote is there.
+func TestRunCheckpointsAndRestores(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := testPlan(t)
+	p.KeepAlive = true
+	c, done := serveInBackground(t, ctx, p)
+	execOutput(t, ctx, c, "sh", "-c", "echo before > /tmp/mark")
+	snap, err := os.Create(filepath.Join(t.TempDir(), "box.snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if _, err := c.Checkpoint(ctx, control.CheckpointRequest{Stop: true}, snap); err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || !r.exit.Checkpointed {
+			t.Fatalf("Run after a checkpoint with Stop = %+v, %v; want it checkpointed", r.exit, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run did not return after a checkpoint with Stop")
+	}
+
+	if _, err := snap.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	p = testPlan(t)
+	p.Snapshot = snap
+	c, done = serveInBackground(t, ctx, p)
+	if got := execOutput(t, ctx, c, "cat", "/tmp/mark"); got != "before\n" {
+		t.Errorf("the restored sandbox's /tmp/mark holds %q, want %q", got, "before\n")
+	}
+	if err := c.Shutdown(ctx, 0); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.exit.Checkpointed {
+			t.Errorf("Run of the restored sandbox after Shutdown = %+v, %v; want an exit", r.exit, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run of the restored sandbox did not return after Shutdown")
 	}
 }
