@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"syscall"
@@ -170,7 +169,7 @@ func bootError(err error, sp *spec.Sandbox, argv []string, vols []sentry.Volume)
 // --exit-status-fd pipe, a word on stderr, and rungv's own exit status,
 // the command's (0 after a checkpoint). memory is the sandbox's limit,
 // for an OOM kill.
-func reportExit(exit host.Exit, exitStatus io.Writer, quiet bool, memory uint64) error {
+func reportExit(exit host.Exit, exitStatus *os.File, quiet bool, memory uint64) error {
 	code := exit.Status.ExitCode()
 	if exit.Checkpointed {
 		code = 0
