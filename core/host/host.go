@@ -5,10 +5,15 @@
 // the sandbox, resolving users against the guest's own /etc/passwd and
 // /etc/group as docker exec does.
 //
-// rungv is one such process: it boots the sandbox, builds a Backend with
-// New and hands it to a control.Server. Everything here that needs the
-// Sentry's internals (its error values, its $PATH lookup) stays in this
-// package, so that the command itself deals only in core's packages.
+// Run is the life of such a process's sandbox, in steps: boot it (or
+// continue a snapshot) and start its init, serve control requests with a
+// Backend, pass the process's signals on and stop it at its timeout, and
+// once init has ended close it and answer the request that ended it.
+// rungv is one such process: it parses flags, opens what the sandbox needs
+// on the host, calls Run and reports how the sandbox ended. Everything
+// here that needs the Sentry's internals (its error values, its $PATH
+// lookup) stays in this package, so that the command itself deals only in
+// core's packages.
 package host
 
 import (

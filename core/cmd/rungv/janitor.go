@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/netstack"
 )
 
 // The janitor removes files rungv created on the host (unix sockets of
@@ -178,8 +179,8 @@ func closeOnExecFrom(first int) error {
 // published unix sockets; it returns nil if there is nothing to remove.
 // If it cannot start, it removes the sockets itself (rungv is not locked
 // down yet) and fails.
-func startJanitorFor(ctl *controlEndpoint, nw *sandboxNetwork) (*os.File, error) {
-	files, err := nw.janitorFiles()
+func startJanitorFor(ctl *controlEndpoint, nw *netstack.Network) (*os.File, error) {
+	files, err := janitorFiles(nw.SocketPaths())
 	if ctl.file != nil {
 		files = append(files, *ctl.file)
 	}
@@ -205,4 +206,18 @@ func identify(path string) (janitorFile, error) {
 		return janitorFile{}, err
 	}
 	return janitorFile{path: path, dev: st.Dev, ino: st.Ino}, nil
+}
+
+// janitorFiles returns the janitor's entries for the unix sockets at
+// paths.
+func janitorFiles(paths []string) ([]janitorFile, error) {
+	var out []janitorFile
+	for _, path := range paths {
+		id, err := identify(path)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }

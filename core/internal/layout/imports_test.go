@@ -170,3 +170,29 @@ func relToModule(path string) string {
 	}
 	return path
 }
+
+// maxCommandFileLines bounds the length of rungv's source files.
+const maxCommandFileLines = 300
+
+// TestRungvIsFlagsAndOutput keeps rungv a command: flags, output and exit
+// codes, in files a reader takes in whole. What running a sandbox means
+// (booting it, serving it, stopping it) lives in core/host, so a file of
+// rungv's that grows past maxCommandFileLines has taken on more than
+// that: split it by concern, or move the logic to core's libraries.
+func TestRungvIsFlagsAndOutput(t *testing.T) {
+	const pkg = "z.gfire.dev/gvx/core/cmd/rungv"
+	p := goList(t, pkg, false)[pkg]
+	if p == nil {
+		t.Fatalf("go list did not describe %s", pkg)
+	}
+	for _, name := range append(slices.Clone(p.GoFiles), p.CgoFiles...) {
+		path := filepath.Join(p.Dir, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxCommandFileLines {
+			t.Errorf("%s has %d lines, more than %d: split it by concern, or move what is not flags, output or exit codes to core/host", relToModule(path), n, maxCommandFileLines)
+		}
+	}
+}
