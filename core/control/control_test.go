@@ -959,3 +959,45 @@ func TestCheckpointStream(t *testing.T) {
 		t.Errorf("checkpoint into a failing writer: %v", err)
 	}
 }
+
+// TestWaitAnsweredWhileRequestsArrive calls WaitAnswered again and again,
+// as a sandbox that ends does once, while requests keep arriving on the
+// server: a request that starts as the count of those in progress falls to
+// zero must neither crash the server nor be waited for wrongly.
+func TestWaitAnsweredWhileRequestsArrive(t *testing.T) {
+	srv := NewServer(newTestBackend())
+	c, _ := serveWith(t, srv)
+	stop := make(chan struct{})
+	waited := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				waited <- n
+				return
+			default:
+			}
+			srv.WaitAnswered(time.Millisecond)
+			n++
+		}
+	}()
+	for i := 0; i < 3000; i++ {
+		if _, err := c.Stats(context.Background()); err != nil {
+			close(stop)
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	close(stop)
+	if n := <-waited; n == 0 {
+		t.Fatal("WaitAnswered never returned while requests were served")
+	}
+	// Quiet now: it returns at once.
+	done := make(chan struct{})
+	go func() { srv.WaitAnswered(time.Minute); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitAnswered on a quiet server did not return")
+	}
+}

@@ -81,7 +81,47 @@ type Server struct {
 
 	// answering counts requests whose answers are not sent yet, and the
 	// handshakes of connections handed to ServeConnAsync.
-	answering sync.WaitGroup
+	answering inFlight
+}
+
+// inFlight counts work in progress and lets callers wait, with a timeout,
+// for a moment when there is none. Unlike a sync.WaitGroup, work may start
+// while someone waits, which a server taking requests as it ends does.
+type inFlight struct {
+	mu sync.Mutex
+	n  int
+	// idle is closed when n falls to zero; a new one is made when n
+	// leaves zero.
+	idle chan struct{}
+}
+
+func (f *inFlight) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.idle = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inFlight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 {
+		close(f.idle)
+	}
+}
+
+// idleCh returns a channel that is closed once nothing is in progress.
+func (f *inFlight) idleCh() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		closed := make(chan struct{})
+		close(closed)
+		return closed
+	}
+	return f.idle
 }
 
 // WaitAnswered waits up to timeout for every request in progress to be
@@ -91,14 +131,11 @@ type Server struct {
 // and the client that started it learns that it did start, however soon
 // its command ended.
 func (s *Server) WaitAnswered(timeout time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		s.answering.Wait()
-		close(done)
-	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	select {
-	case <-done:
-	case <-time.After(timeout):
+	case <-s.answering.idleCh():
+	case <-timer.C:
 	}
 }
 
@@ -177,8 +214,8 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 // done with the result. Its handshake counts as a request in progress
 // (WaitAnswered) from this call on.
 func (s *Server) ServeConnAsync(ctx context.Context, c net.Conn, done func(error)) {
-	s.answering.Add(1)
-	go func() { done(s.serveConn(ctx, c, s.answering.Done)) }()
+	s.answering.add()
+	go func() { done(s.serveConn(ctx, c, s.answering.done)) }()
 }
 
 // serveConn is ServeConn; greeted is called once the handshake is over.
@@ -217,10 +254,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, greeted func()) erro
 				continue
 			}
 			wg.Add(1)
-			s.answering.Add(1)
+			s.answering.add()
 			go func() {
 				defer wg.Done()
-				defer s.answering.Done()
+				defer s.answering.done()
 				sc.handle(ctx, m, call)
 			}()
 		case kindData:
