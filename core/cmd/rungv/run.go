@@ -18,6 +18,7 @@ type runOptions struct {
 	spec        string
 	control     string
 	quiet       bool
+	insecure    bool
 	debug       bool
 	tty         bool
 	interactive bool
@@ -42,6 +43,7 @@ func (f *runOptions) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.control, "control", "", "serve the control protocol: unix:PATH, or fd:N (an inherited connected socket)")
 	fl.IntVar(&f.exitStatusFD, "exit-status-fd", 0, "write the command's exit status, as a decimal line, to inherited descriptor `N` (a pipe) just before exiting for its end: a caller that finds no status there knows that rungv itself failed, whatever its own exit status; a second line, Go-quoted, follows only if closing the sandbox failed (its volumes not written back) and says why")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not report pulling the image")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow plain HTTP and unverified TLS to the registry if IMAGE must be pulled")
 	fl.BoolVar(&f.debug, "debug", false, "write gVisor's debug log to stderr")
 	fl.BoolVar(&f.trapSeccomp, "debug-seccomp", false, "report a host system call outside the allowlist with a stack trace instead of dying silently")
 	fl.MarkHidden("debug-seccomp")

@@ -55,7 +55,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.San
 	if err != nil {
 		return err
 	}
-	img, err := getOrPull(ctx, s, sp.Image, f.quiet)
+	img, err := getOrPull(ctx, s, sp.Image, f.quiet, f.insecure)
 	if err != nil {
 		return err
 	}
@@ -202,12 +202,12 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "rungv: "+format+"\n", args...)
 }
 
-func getOrPull(ctx context.Context, s *store.Store, ref string, quiet bool) (*store.Image, error) {
+func getOrPull(ctx context.Context, s *store.Store, ref string, quiet, insecure bool) (*store.Image, error) {
 	img, err := s.Get(ref)
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return img, err
 	}
-	opts := store.PullOptions{}
+	opts := store.PullOptions{Options: image.Options{Insecure: insecure}}
 	var r *pullReporter
 	if !quiet {
 		r = newPullReporter(os.Stderr)
