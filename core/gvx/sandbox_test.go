@@ -22,6 +22,7 @@ import (
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // These tests boot real sandboxes: rungv built from this tree, the Sentry,
@@ -116,13 +117,13 @@ func TestExec(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d", script, res.ExitCode, want)
 		}
 	}
-	res = sh(t, sb, `echo "$GVX_TEST $FOO $(pwd) $(id -u):$(id -g)"`, &ExecOptions{
-		Env: []string{"FOO=bar", "GVX_TEST=set"}, Cwd: "/tmp", User: "65534:65534"})
+	res = sh(t, sb, `echo "$GVX_TEST $FOO $(pwd) $(id -u):$(id -g)"`, &ExecOptions{Exec: spec.Exec{
+		Env: []string{"FOO=bar", "GVX_TEST=set"}, Cwd: "/tmp", User: "65534:65534"}})
 	if got := strings.TrimSpace(string(res.Stdout)); got != "set bar /tmp 65534:65534" {
 		t.Errorf("env/cwd/user: %q", got)
 	}
 	// Env adds to the image's environment.
-	if res := sh(t, sb, `echo $GVX_TEST $PATH $ADDED`, &ExecOptions{Env: []string{"ADDED=yes"}}); strings.TrimSpace(string(res.Stdout)) != "1 /usr/bin:/bin yes" {
+	if res := sh(t, sb, `echo $GVX_TEST $PATH $ADDED`, &ExecOptions{Exec: spec.Exec{Env: []string{"ADDED=yes"}}}); strings.TrimSpace(string(res.Stdout)) != "1 /usr/bin:/bin yes" {
 		t.Errorf("image env plus Env: %q", res.Stdout)
 	}
 	res = sh(t, sb, "tr a-z A-Z", &ExecOptions{Stdin: strings.NewReader("piped input")})
@@ -171,7 +172,7 @@ func TestExecMissingCommand(t *testing.T) {
 
 func TestExecTimeoutKillsTheCommandNotTheSandbox(t *testing.T) {
 	sb := newSandbox(t, config())
-	res := sh(t, sb, "sleep 30", &ExecOptions{Timeout: 300 * time.Millisecond})
+	res := sh(t, sb, "sleep 30", &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(300 * time.Millisecond)}})
 	if !res.TimedOut || res.ExitCode != 137 {
 		t.Fatalf("timeout: %+v", res)
 	}
@@ -195,7 +196,7 @@ func TestAnEndedExecLeavesNothingRunning(t *testing.T) {
 	}
 	for name, script := range scripts {
 		t.Run("timeout/"+name, func(t *testing.T) {
-			res := sh(t, sb, script, &ExecOptions{Timeout: 300 * time.Millisecond})
+			res := sh(t, sb, script, &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(300 * time.Millisecond)}})
 			if !res.TimedOut || res.ExitCode != 137 {
 				t.Fatalf("timeout: %+v", res)
 			}
@@ -274,7 +275,7 @@ func TestExecTimeoutHoldsWhenTheSandboxDoesNotAnswer(t *testing.T) {
 	}()
 	const timeout = 500 * time.Millisecond
 	start := time.Now()
-	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Timeout: timeout})
+	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(timeout)}})
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("exec in a stopped sandbox: got %v, want a deadline error saying the sandbox did not answer", err)

@@ -100,6 +100,12 @@ func (spec *ProcessSpec) cwd() string {
 	return path.Clean(spec.Cwd)
 }
 
+// umask returns the process's file mode creation mask: 022, as Docker's
+// processes start with.
+func (spec *ProcessSpec) umask() uint {
+	return 0o022
+}
+
 // ExitStatus is how a guest process ended.
 type ExitStatus struct {
 	// Code is the exit code of a process that exited.
