@@ -136,6 +136,26 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// TestExecUmask: ExecOptions' Umask reaches the command through rungv, as
+// the mask of the files it creates; unset, it is 022, and one out of range
+// is refused naming the field.
+func TestExecUmask(t *testing.T) {
+	sb := newSandbox(t, config())
+	const script = "umask; touch /tmp/f-$$; stat -c %a /tmp/f-$$"
+	private := 0o077
+	if res := sh(t, sb, script, &ExecOptions{Exec: spec.Exec{Umask: &private}}); string(res.Stdout) != "0077\n600\n" {
+		t.Errorf("umask 0o077: %q %q", res.Stdout, res.Stderr)
+	}
+	if res := sh(t, sb, script, nil); string(res.Stdout) != "0022\n644\n" {
+		t.Errorf("no umask: %q %q", res.Stdout, res.Stderr)
+	}
+	wide := 0o1000
+	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Exec: spec.Exec{Umask: &wide}})
+	if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), "exec spec: umask: 512") {
+		t.Errorf("umask 0o1000: %v; want an invalid-argument error naming umask", err)
+	}
+}
+
 // TestExecMissingCommand: a command that does not exist or cannot be run
 // is, as with docker exec and sh, a result with exit code 127 or 126 and
 // why on stderr, the same whether given as argv or to a shell.

@@ -31,6 +31,9 @@ type Exec struct {
 	// Timeout kills the command, and every process it started, after this
 	// long; not the sandbox. 0: never.
 	Timeout Seconds `json:"timeout,omitempty"`
+	// Umask, when set, is the command's file mode creation mask, 0 to
+	// 0o777 (in JSON an integer: 63 for 0o077). Unset: 0o022.
+	Umask *int `json:"umask,omitempty"`
 }
 
 // Validate checks e without the sandbox: what every exec needs. It returns
@@ -46,6 +49,9 @@ func (e *Exec) Validate() error {
 	}
 	if e.Timeout < 0 {
 		bad("timeout", "%v is negative; give a duration, or 0 for none", time.Duration(e.Timeout))
+	}
+	if e.Umask != nil && (*e.Umask < 0 || *e.Umask > 0o777) {
+		bad("umask", "%d is not a file mode mask; give 0 to 0o777 (511), such as 0o077 (63), or leave it unset for 0o022", *e.Umask)
 	}
 	return errors.Join(errs...)
 }

@@ -18,6 +18,8 @@ func TestExecValidateNamesTheField(t *testing.T) {
 	}{
 		{"no argv", func(e *Exec) { e.Argv = nil }, "argv", "give the command to run"},
 		{"timeout", func(e *Exec) { e.Timeout = Seconds(-time.Second) }, "timeout", "-1s is negative"},
+		{"umask too wide", func(e *Exec) { e.Umask = ptr(0o1000) }, "umask", "512 is not a file mode mask"},
+		{"umask negative", func(e *Exec) { e.Umask = ptr(-1) }, "umask", "give 0 to 0o777"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := Exec{Argv: []string{"true"}}
@@ -32,8 +34,23 @@ func TestExecValidateNamesTheField(t *testing.T) {
 			}
 		})
 	}
-	if err := (&Exec{Argv: []string{"true"}}).Validate(); err != nil {
-		t.Errorf("a plain exec: Validate() = %v", err)
+	for _, e := range []Exec{{Argv: []string{"true"}}, {Argv: []string{"true"}, Umask: ptr(0)}, {Argv: []string{"true"}, Umask: ptr(0o777)}} {
+		if err := e.Validate(); err != nil {
+			t.Errorf("%+v: Validate() = %v", e, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestExecUmaskJSON: the umask is a JSON integer, and unset is absent.
+func TestExecUmaskJSON(t *testing.T) {
+	var e Exec
+	if err := json.Unmarshal([]byte(`{"argv":["true"],"umask":63}`), &e); err != nil || e.Umask == nil || *e.Umask != 0o077 {
+		t.Errorf("decoded umask %v, %v; want 0o077", e.Umask, err)
+	}
+	if out, _ := json.Marshal(Exec{Argv: []string{"true"}}); strings.Contains(string(out), "umask") {
+		t.Errorf("an unset umask is encoded: %s", out)
 	}
 }
 

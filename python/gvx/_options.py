@@ -311,6 +311,7 @@ class ExecOptions(TypedDict, total=False):
     cwd: Optional[str]
     user: Optional[str]
     max_output: Optional[int]
+    umask: Optional[int]  # the command's file mode creation mask, such as 0o077; None: 0o022
 
 
 def _cwd(name: str, value: object) -> str:
@@ -328,6 +329,13 @@ def _max_output(name: str, value: object) -> int:
     return limit
 
 
+def _umask(name: str, value: object) -> int:
+    mask = _count(name, value, "a file mode mask (int) such as 0o077, or None for 0o022")
+    if not 0 <= mask <= 0o777:
+        raise errors.InvalidArgumentError(f"{name}={mask:#o}: not a file mode mask; give 0 to 0o777, such as 0o077, or None for 0o022")
+    return mask
+
+
 # ExecOptions' checks: each turns a keyword's value (not None) into its JSON.
 _EXEC_CHECKS: dict[str, Callable[[str, object], object]] = {
     "timeout": _seconds,
@@ -335,6 +343,7 @@ _EXEC_CHECKS: dict[str, Callable[[str, object], object]] = {
     "cwd": _cwd,
     "user": _user,
     "max_output": _max_output,
+    "umask": _umask,
 }
 
 _F = TypeVar("_F", bound=Callable[..., Any])
