@@ -132,11 +132,14 @@ int gvx_sandbox_stats(uint64_t sandbox, char **stats, char **err);
 
 /*
  * gvx_sandbox_exec runs a command in the sandbox and waits for it.
- * request_json keys:
+ * request_json is what runs, core/spec.Exec (whose fields and their JSON
+ * keys are the list of exec options, and whose Validate names the field at
+ * fault), plus how the caller takes it. Its keys:
  *   "argv": [string]           required
  *   "env": [string]            "KEY=VALUE" entries added to the sandbox's environment
  *   "cwd", "user": string
  *   "timeout": number          seconds; the command (not the sandbox) is killed
+ *   ...                        and every other field of core/spec.Exec
  *   "max_output": integer      bytes kept of stdout and of stderr, each; beyond
  *                              it the middle is left out (0: everything)
  *   "cancel": integer          a token from gvx_cancel_new: gvx_cancel(token)

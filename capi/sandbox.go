@@ -163,15 +163,12 @@ func sandboxInfo(h uint64) (string, error) {
 	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Spinning, i.Rungv, ports}), nil
 }
 
-// execRequest is gvx_sandbox_exec's request_json.
+// execRequest is gvx_sandbox_exec's request_json: what runs, as spec.Exec
+// has it, and how the caller takes it.
 type execRequest struct {
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	Cwd       string   `json:"cwd"`
-	User      string   `json:"user"`
-	Timeout   float64  `json:"timeout"`
-	MaxOutput int      `json:"max_output"`
-	Cancel    uint64   `json:"cancel"`
+	spec.Exec
+	MaxOutput int    `json:"max_output"`
+	Cancel    uint64 `json:"cancel"`
 }
 
 type execResult struct {
@@ -206,11 +203,8 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	if err := decodeJSON("request", requestJSON, &req); err != nil {
 		return "", nil, nil, err
 	}
-	if len(req.Argv) == 0 {
-		return "", nil, nil, invalid(`request: "argv" is empty; give the command to run`)
-	}
-	if req.Timeout < 0 {
-		return "", nil, nil, invalid(`request: "timeout" must not be negative`)
+	if err := req.Validate(); err != nil {
+		return "", nil, nil, invalid("request: %v", err)
 	}
 	if req.MaxOutput < 0 {
 		return "", nil, nil, invalid(`request: "max_output" must not be negative`)
@@ -219,8 +213,7 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	if err != nil {
 		return "", nil, nil, err
 	}
-	opts := &gvx.ExecOptions{Cwd: req.Cwd, User: req.User, Timeout: time.Duration(req.Timeout * float64(time.Second)), MaxOutput: req.MaxOutput}
-	opts.Env = req.Env
+	opts := &gvx.ExecOptions{Exec: req.Exec, MaxOutput: req.MaxOutput}
 	if stdin != nil {
 		opts.Stdin = bytes.NewReader(stdin)
 	}
@@ -228,7 +221,7 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 		opts.Stdout = streamWriter{1, onOutput}
 		opts.Stderr = streamWriter{2, onOutput}
 	}
-	res, err := sb.Exec(ctx, req.Argv, opts)
+	res, err := sb.Exec(ctx, nil, opts)
 	if err != nil {
 		return "", nil, nil, err
 	}

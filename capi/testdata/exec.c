@@ -132,6 +132,23 @@ int main(void) {
 	gvx_free(err);
 	err = NULL;
 
+	/* An exec's umask (63 = 0o077) is the mask of the files it creates; one out of range is refused by name. */
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"sh\", \"-c\", \"umask; touch /tmp/u; stat -c %a /tmp/u\"], \"umask\": 63}",
+	                          NULL, 0, &result, &out, &out_len, &errb, &err_len, &err);
+	CHECK(status == GVX_OK, "exec with a umask: %d %s", status, err);
+	if (status == GVX_OK) {
+		CHECK(strcmp((char *)out, "0077\n600\n") == 0, "exec with umask 63: stdout %s stderr %s", out, errb);
+		gvx_free(result);
+		gvx_free(out);
+		gvx_free(errb);
+	}
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"true\"], \"umask\": 512}", NULL, 0, &result, &out, &out_len, &errb,
+	                          &err_len, &err);
+	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "umask: 512") != NULL, "umask 512: %d %s", status,
+	      err ? err : "");
+	gvx_free(err);
+	err = NULL;
+
 	status = gvx_sandbox_exec(sb, "{\"argv\": [\"true\"], \"timeuot\": 1}", NULL, 0, &result, &out, &out_len, &errb,
 	                          &err_len, &err);
 	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "timeuot") != NULL, "misspelt key: %d %s", status,

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // These tests cover the protocol itself against a small in-memory backend
@@ -251,27 +253,27 @@ func TestExecBasics(t *testing.T) {
 	if c.Info().Hostname != "box" || c.Info().PID != 4242 {
 		t.Errorf("Info() = %+v", c.Info())
 	}
-	res, out, errOut := run(t, c, ExecRequest{Argv: []string{"echo", "hello", "world"}}, nil)
+	res, out, errOut := run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"echo", "hello", "world"}}}, nil)
 	if out != "hello world\n" || errOut != "" || res.ExitCode != 0 || res.PID == 0 {
 		t.Errorf("echo: %+v %q %q", res, out, errOut)
 	}
-	_, out, errOut = run(t, c, ExecRequest{Argv: []string{"err", "oops"}}, nil)
+	_, out, errOut = run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"err", "oops"}}}, nil)
 	if out != "" || errOut != "oops\n" {
 		t.Errorf("stderr: %q %q", out, errOut)
 	}
-	if res, _, _ = run(t, c, ExecRequest{Argv: []string{"exit", "3"}}, nil); res.ExitCode != 3 {
+	if res, _, _ = run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"exit", "3"}}}, nil); res.ExitCode != 3 {
 		t.Errorf("exit 3: %+v", res)
 	}
-	_, out, _ = run(t, c, ExecRequest{Argv: []string{"env"}, Env: []string{"A=1", "B=2"}, Cwd: "/work", User: "1000:1000"}, nil)
+	_, out, _ = run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"env"}, Env: []string{"A=1", "B=2"}, Cwd: "/work", User: "1000:1000"}}, nil)
 	if out != "A=1,B=2|/work|1000:1000\n" {
 		t.Errorf("env/cwd/user not passed: %q", out)
 	}
-	_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"nope"}}, ExecIO{})
+	_, err := c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"nope"}}}, ExecIO{})
 	if !IsCode(err, CodeNotFound) || !strings.Contains(err.Error(), "command not found") {
 		t.Errorf("unknown command: %v", err)
 	}
 	_, err = c.Exec(context.Background(), ExecRequest{}, ExecIO{})
-	if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "argv is empty") {
+	if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "argv: is empty") {
 		t.Errorf("empty argv: %v", err)
 	}
 }
@@ -280,17 +282,17 @@ func TestExecStreamsLargeData(t *testing.T) {
 	c, _ := serve(t, newTestBackend())
 	in := make([]byte, 10<<20)
 	rand.Read(in)
-	_, out, _ := run(t, c, ExecRequest{Argv: []string{"cat"}}, bytes.NewReader(in))
+	_, out, _ := run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"cat"}}}, bytes.NewReader(in))
 	if out != string(in) {
 		t.Fatalf("10 MiB through stdin and stdout came back as %d bytes, different", len(out))
 	}
-	_, out, _ = run(t, c, ExecRequest{Argv: []string{"spew", "5000000"}}, nil)
+	_, out, _ = run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"spew", "5000000"}}}, nil)
 	if len(out) != 5000000 {
 		t.Fatalf("spew: %d bytes", len(out))
 	}
 	// Written on the connection's reader goroutine.
 	var buf bytes.Buffer
-	if _, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"cat"}, Stdin: true}, ExecIO{Stdin: bytes.NewReader(in), Stdout: &buf, InMemory: true}); err != nil || !bytes.Equal(buf.Bytes(), in) {
+	if _, err := c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"cat"}}, Stdin: true}, ExecIO{Stdin: bytes.NewReader(in), Stdout: &buf, InMemory: true}); err != nil || !bytes.Equal(buf.Bytes(), in) {
 		t.Fatalf("10 MiB through stdin and an in-memory stdout came back as %d bytes, different (%v)", buf.Len(), err)
 	}
 }
@@ -305,7 +307,7 @@ func TestConcurrentExecs(t *testing.T) {
 			defer wg.Done()
 			var out bytes.Buffer
 			payload := strings.Repeat(strconv.Itoa(i), 1000)
-			_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"cat"}}, ExecIO{Stdin: strings.NewReader(payload), Stdout: &out})
+			_, err := c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"cat"}}}, ExecIO{Stdin: strings.NewReader(payload), Stdout: &out})
 			if err == nil && out.String() != payload {
 				err = fmt.Errorf("exec %d: output mixed up (%d bytes)", i, out.Len())
 			}
@@ -324,13 +326,13 @@ func TestConcurrentExecs(t *testing.T) {
 func TestExecTimeoutAndCancel(t *testing.T) {
 	b := newTestBackend()
 	c, _ := serve(t, b)
-	res, _, _ := run(t, c, ExecRequest{Argv: []string{"sleep"}, Timeout: Duration(50 * time.Millisecond)}, nil)
+	res, _, _ := run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}, Timeout: spec.Seconds(50 * time.Millisecond)}}, nil)
 	if !res.TimedOut || res.ExitCode != 137 || res.Signal != 9 {
 		t.Errorf("timeout: %+v", res)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := c.Exec(ctx, ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+	_, err := c.Exec(ctx, ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}}}, ExecIO{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled exec: %v", err)
 	}
@@ -348,7 +350,7 @@ func TestExecTimeoutAndCancel(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "ok"}}, nil); out != "ok\n" {
+	if _, out, _ := run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"echo", "ok"}}}, nil); out != "ok\n" {
 		t.Errorf("after cancel: %q", out)
 	}
 }
@@ -434,13 +436,13 @@ func TestAHeldWriterHoldsBackOnlyItsCommand(t *testing.T) {
 			held := newHeldWriter()
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{cmd.name, strconv.Itoa(cmd.size)}}, ExecIO{Stdout: held})
+				_, err := c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{cmd.name, strconv.Itoa(cmd.size)}}}, ExecIO{Stdout: held})
 				done <- err
 			}()
 			<-held.started
 			// The window is full once it has no room for a frame of a byte.
 			waitFor(t, "a window of output queued", func() bool { return backlog(c, 1)+FrameCredit+1 > execOutputWindow })
-			if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "beside"}}, nil); out != "beside\n" {
+			if _, out, _ := run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"echo", "beside"}}}, nil); out != "beside\n" {
 				t.Errorf("exec beside a held writer: %q", out)
 			}
 			if _, err := c.Stats(context.Background()); err != nil {
@@ -483,7 +485,7 @@ func TestAnExecLeftWithAHeldWriterLeaksNothing(t *testing.T) {
 			held := newHeldWriter()
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.Exec(ctx, ExecRequest{Argv: []string{"spew", strconv.Itoa(4 * execOutputWindow)}}, ExecIO{Stdout: held})
+				_, err := c.Exec(ctx, ExecRequest{Exec: spec.Exec{Argv: []string{"spew", strconv.Itoa(4 * execOutputWindow)}}}, ExecIO{Stdout: held})
 				done <- err
 			}()
 			<-held.started
@@ -575,7 +577,7 @@ func TestAServerWithoutFlowControl(t *testing.T) {
 	var got bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"spew"}}, ExecIO{Stdout: writerFunc(func(p []byte) (int, error) {
+		_, err := c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"spew"}}}, ExecIO{Stdout: writerFunc(func(p []byte) (int, error) {
 			held.Write(p)
 			return got.Write(p)
 		})})
@@ -612,7 +614,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 func TestExecStartingAfterItsClientLeftIsKilled(t *testing.T) {
 	b := newTestBackend()
 	c, _ := serve(t, b)
-	go c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep-after-hangup"}}, ExecIO{})
+	go c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"sleep-after-hangup"}}}, ExecIO{})
 	time.Sleep(50 * time.Millisecond)
 	c.Close()
 	deadline := time.Now().Add(10 * time.Second)
@@ -640,7 +642,7 @@ func TestExecStartingAfterItsClientLeftIsKilled(t *testing.T) {
 func TestClientCloseKillsItsExecs(t *testing.T) {
 	b := newTestBackend()
 	c, sock := serve(t, b)
-	go c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+	go c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}}}, ExecIO{})
 	time.Sleep(50 * time.Millisecond)
 	c.Close()
 	deadline := time.Now().Add(5 * time.Second)
@@ -665,7 +667,7 @@ func TestClientCloseKillsItsExecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	if _, out, _ := run(t, c2, ExecRequest{Argv: []string{"echo", "still"}}, nil); out != "still\n" {
+	if _, out, _ := run(t, c2, ExecRequest{Exec: spec.Exec{Argv: []string{"echo", "still"}}}, nil); out != "still\n" {
 		t.Errorf("second client: %q", out)
 	}
 }
@@ -701,7 +703,7 @@ func TestGoneClientIsNotLogged(t *testing.T) {
 		started := make(chan struct{})
 		go func() {
 			close(started)
-			c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+			c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}}}, ExecIO{})
 		}()
 		<-started
 		time.Sleep(5 * time.Millisecond)
@@ -749,7 +751,7 @@ func TestTrackSeesEveryRequest(t *testing.T) {
 	execDone := make(chan struct{})
 	go func() {
 		defer close(execDone)
-		c.Exec(ctx, ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+		c.Exec(ctx, ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}}}, ExecIO{})
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for b, _ := counts(); b < 2; b, _ = counts() {
@@ -876,7 +878,7 @@ func TestProtocolErrors(t *testing.T) {
 	if err := c.call(ctx, "teleport", struct{}{}, nil); !IsCode(err, CodeUnsupported) {
 		t.Errorf("unknown method: %v", err)
 	}
-	if _, out, _ := run(t, c, ExecRequest{Argv: []string{"echo", "fine"}}, nil); out != "fine\n" {
+	if _, out, _ := run(t, c, ExecRequest{Exec: spec.Exec{Argv: []string{"echo", "fine"}}}, nil); out != "fine\n" {
 		t.Errorf("after an unknown method: %q", out)
 	}
 
@@ -908,7 +910,7 @@ func TestServerGoneFailsCalls(t *testing.T) {
 	defer c.Close()
 	errc := make(chan error)
 	go func() {
-		_, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep"}}, ExecIO{})
+		_, err := c.Exec(context.Background(), ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}}}, ExecIO{})
 		errc <- err
 	}()
 	time.Sleep(50 * time.Millisecond)

@@ -40,10 +40,13 @@ import (
 	"io"
 	"syscall"
 	"time"
+
+	"z.gfire.dev/gvx/core/spec"
 )
 
-// Version is the protocol's major version.
-const Version = 1
+// Version is the protocol's major version. Version 2: an exec's timeout
+// travels in seconds, as spec.Exec's JSON has it.
+const Version = 2
 
 // ProtocolName identifies the protocol in the handshake.
 const ProtocolName = "gvx-control"
@@ -199,26 +202,15 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// ExecRequest starts a command in the sandbox.
+// ExecRequest starts a command in the sandbox: what runs (spec.Exec, whose
+// fields travel inline) and how the client streams it.
 type ExecRequest struct {
-	Argv []string `json:"argv"`
-	// Env adds "KEY=VALUE" entries to the sandbox's environment, replacing
-	// variables of the same name, as `docker exec -e` does.
-	Env []string `json:"env,omitempty"`
-	// Cwd is the working directory; "" means the image's.
-	Cwd string `json:"cwd,omitempty"`
-	// User is "uid[:gid]" or a name from the sandbox's /etc/passwd as it
-	// is when the exec starts (a user the guest added counts); "" means
-	// the image's.
-	User string `json:"user,omitempty"`
+	spec.Exec
 	// Stdin says whether the client streams stdin (data frames on
 	// StreamStdin ending with FlagEOF); otherwise stdin is /dev/null.
 	Stdin bool `json:"stdin,omitempty"`
 	// TTY gives the command a terminal; its output all arrives on stdout.
 	TTY bool `json:"tty,omitempty"`
-	// Timeout kills the command (not the sandbox) after this long; 0 means
-	// none.
-	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // ExecResult is how a command ended.

@@ -499,11 +499,8 @@ func (sc *serverConn) dispatch(ctx context.Context, m message, call *serverCall)
 }
 
 func (sc *serverConn) exec(ctx context.Context, id uint64, req ExecRequest, call *serverCall) (ExecResult, error) {
-	if len(req.Argv) == 0 {
-		return ExecResult{}, Errorf(CodeInvalid, "exec: argv is empty; give the command to run")
-	}
-	if req.Timeout < 0 {
-		return ExecResult{}, Errorf(CodeInvalid, "exec: negative timeout %v", time.Duration(req.Timeout))
+	if err := req.Validate(); err != nil {
+		return ExecResult{}, Errorf(CodeInvalid, "%v", err)
 	}
 	stdout := &streamWriter{fw: sc.fw, id: id, stream: StreamStdout, win: call.out}
 	stderr := &streamWriter{fw: sc.fw, id: id, stream: StreamStderr, win: call.out}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // TestCheckpointRestore saves a sandbox whose guest holds state in memory
@@ -75,7 +76,7 @@ func TestCheckpointRefusesRunningExec(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sb.Exec(ctx, []string{"sleep", "30"}, &ExecOptions{Timeout: 40 * time.Second})
+		sb.Exec(ctx, []string{"sleep", "30"}, &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(40 * time.Second)}})
 	}()
 	time.Sleep(300 * time.Millisecond)
 	_, err := sb.Checkpoint(ctx, filepath.Join(t.TempDir(), "x.snap"), CheckpointOptions{})

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 func TestUploadAndDownloadDir(t *testing.T) {
@@ -182,7 +183,7 @@ func TestFileOwners(t *testing.T) {
 		t.Errorf("the guest sees:\n%s\nwant:\n%s%s", got.Stdout, want, got.Stderr)
 	}
 	// The user can work on what it was given.
-	if res := sh(t, sb, `echo y = 2 >> /home/agent/repo/pkg/mod.py && touch /home/agent/repo/new`, &ExecOptions{User: "nobody"}); res.ExitCode != 0 {
+	if res := sh(t, sb, `echo y = 2 >> /home/agent/repo/pkg/mod.py && touch /home/agent/repo/new`, &ExecOptions{Exec: spec.Exec{User: "nobody"}}); res.ExitCode != 0 {
 		t.Errorf("nobody changing its tree: %d %s", res.ExitCode, res.Stderr)
 	}
 }

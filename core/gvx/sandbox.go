@@ -18,6 +18,7 @@ import (
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/tailbuf"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // stderrTail is how much of rungv's stderr a Sandbox keeps for errors.
@@ -369,13 +370,12 @@ func (sb *Sandbox) readStatus() {
 // ExecOptions tune Exec. The zero value runs with the image's environment,
 // working directory and user, no stdin, output captured.
 type ExecOptions struct {
-	Env     []string // "KEY=VALUE" entries added to the sandbox's environment
-	Cwd     string
-	User    string
-	Stdin   io.Reader
-	Stdout  io.Writer // nil: captured in ExecResult.Stdout
-	Stderr  io.Writer // nil: captured in ExecResult.Stderr
-	Timeout time.Duration
+	// Exec is what runs, as every layer of gvx describes it (Env, Cwd,
+	// User, Timeout, ...). Its Argv is used when Exec's argv is nil.
+	spec.Exec
+	Stdin  io.Reader
+	Stdout io.Writer // nil: captured in ExecResult.Stdout
+	Stderr io.Writer // nil: captured in ExecResult.Stderr
 	// MaxOutput bounds the captured stdout and stderr, each: beyond it
 	// the middle of the output is left out (ExecResult.Truncated). 0: no
 	// bound.
@@ -414,6 +414,11 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	if opts.MaxOutput < 0 {
 		return nil, fmt.Errorf("gvx: ExecOptions.MaxOutput is %d; use a positive byte count or 0 for no bound", opts.MaxOutput)
 	}
+	req := control.ExecRequest{Exec: opts.Exec}
+	if argv != nil {
+		req.Argv = argv
+	}
+	timeout := time.Duration(req.Timeout)
 	stdout, stderr := &captureBuffer{limit: opts.MaxOutput}, &captureBuffer{limit: opts.MaxOutput}
 	eio := control.ExecIO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}
 	if eio.Stdout == nil {
@@ -426,21 +431,15 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	// block, and get a goroutine of their own (control.ExecIO).
 	eio.InMemory = opts.Stdout == nil && opts.Stderr == nil
 	callCtx := ctx
-	if opts.Timeout > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, opts.Timeout+execAnswerGrace)
+		callCtx, cancel = context.WithTimeout(ctx, timeout+execAnswerGrace)
 		defer cancel()
 	}
-	res, err := sb.client.Exec(callCtx, control.ExecRequest{
-		Argv:    argv,
-		Env:     opts.Env,
-		Cwd:     opts.Cwd,
-		User:    opts.User,
-		Timeout: control.Duration(opts.Timeout),
-	}, eio)
+	res, err := sb.client.Exec(callCtx, req, eio)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		// Our deadline, not the caller's: say what happened.
-		return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", argv, opts.Timeout, execAnswerGrace, err)
+		return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", req.Argv, timeout, execAnswerGrace, err)
 	}
 	if err != nil {
 		return nil, sb.callError(err)

@@ -22,6 +22,7 @@ import (
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // These tests boot real sandboxes: rungv built from this tree, the Sentry,
@@ -123,13 +124,13 @@ func TestExec(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d", script, res.ExitCode, want)
 		}
 	}
-	res = sh(t, sb, `echo "$GVX_TEST $FOO $(pwd) $(id -u):$(id -g)"`, &ExecOptions{
-		Env: []string{"FOO=bar", "GVX_TEST=set"}, Cwd: "/tmp", User: "65534:65534"})
+	res = sh(t, sb, `echo "$GVX_TEST $FOO $(pwd) $(id -u):$(id -g)"`, &ExecOptions{Exec: spec.Exec{
+		Env: []string{"FOO=bar", "GVX_TEST=set"}, Cwd: "/tmp", User: "65534:65534"}})
 	if got := strings.TrimSpace(string(res.Stdout)); got != "set bar /tmp 65534:65534" {
 		t.Errorf("env/cwd/user: %q", got)
 	}
 	// Env adds to the image's environment.
-	if res := sh(t, sb, `echo $GVX_TEST $PATH $ADDED`, &ExecOptions{Env: []string{"ADDED=yes"}}); strings.TrimSpace(string(res.Stdout)) != "1 /usr/bin:/bin yes" {
+	if res := sh(t, sb, `echo $GVX_TEST $PATH $ADDED`, &ExecOptions{Exec: spec.Exec{Env: []string{"ADDED=yes"}}}); strings.TrimSpace(string(res.Stdout)) != "1 /usr/bin:/bin yes" {
 		t.Errorf("image env plus Env: %q", res.Stdout)
 	}
 	res = sh(t, sb, "tr a-z A-Z", &ExecOptions{Stdin: strings.NewReader("piped input")})
@@ -139,6 +140,26 @@ func TestExec(t *testing.T) {
 	res = sh(t, sb, "yes | head -c 5000000", &ExecOptions{MaxOutput: 1000})
 	if !res.Truncated || len(res.Stdout) > 1100 || !bytes.HasPrefix(res.Stdout, []byte("y\ny\n")) {
 		t.Errorf("MaxOutput: truncated %v, %d bytes kept", res.Truncated, len(res.Stdout))
+	}
+}
+
+// TestExecUmask: ExecOptions' Umask reaches the command through rungv, as
+// the mask of the files it creates; unset, it is 022, and one out of range
+// is refused naming the field.
+func TestExecUmask(t *testing.T) {
+	sb := newSandbox(t, config())
+	const script = "umask; touch /tmp/f-$$; stat -c %a /tmp/f-$$"
+	private := 0o077
+	if res := sh(t, sb, script, &ExecOptions{Exec: spec.Exec{Umask: &private}}); string(res.Stdout) != "0077\n600\n" {
+		t.Errorf("umask 0o077: %q %q", res.Stdout, res.Stderr)
+	}
+	if res := sh(t, sb, script, nil); string(res.Stdout) != "0022\n644\n" {
+		t.Errorf("no umask: %q %q", res.Stdout, res.Stderr)
+	}
+	wide := 0o1000
+	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Exec: spec.Exec{Umask: &wide}})
+	if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), "exec spec: umask: 512") {
+		t.Errorf("umask 0o1000: %v; want an invalid-argument error naming umask", err)
 	}
 }
 
@@ -178,7 +199,7 @@ func TestExecMissingCommand(t *testing.T) {
 
 func TestExecTimeoutKillsTheCommandNotTheSandbox(t *testing.T) {
 	sb := newSandbox(t, config())
-	res := sh(t, sb, "sleep 30", &ExecOptions{Timeout: 300 * time.Millisecond})
+	res := sh(t, sb, "sleep 30", &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(300 * time.Millisecond)}})
 	if !res.TimedOut || res.ExitCode != 137 {
 		t.Fatalf("timeout: %+v", res)
 	}
@@ -202,7 +223,7 @@ func TestAnEndedExecLeavesNothingRunning(t *testing.T) {
 	}
 	for name, script := range scripts {
 		t.Run("timeout/"+name, func(t *testing.T) {
-			res := sh(t, sb, script, &ExecOptions{Timeout: 300 * time.Millisecond})
+			res := sh(t, sb, script, &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(300 * time.Millisecond)}})
 			if !res.TimedOut || res.ExitCode != 137 {
 				t.Fatalf("timeout: %+v", res)
 			}
@@ -281,7 +302,7 @@ func TestExecTimeoutHoldsWhenTheSandboxDoesNotAnswer(t *testing.T) {
 	}()
 	const timeout = 500 * time.Millisecond
 	start := time.Now()
-	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Timeout: timeout})
+	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Exec: spec.Exec{Timeout: spec.Seconds(timeout)}})
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("exec in a stopped sandbox: got %v, want a deadline error saying the sandbox did not answer", err)

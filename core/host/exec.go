@@ -45,6 +45,10 @@ func (b *Backend) Exec(ctx context.Context, req control.ExecRequest, stdio contr
 		// exec's answer forever.
 		WaitDelay: 2 * time.Second,
 	}
+	if req.Umask != nil {
+		mask := uint(*req.Umask)
+		spec.Umask = &mask
+	}
 	p, err := b.sb.Exec(ctx, spec)
 	if err != nil {
 		if f, ok := StartFailureOf(req.Argv[0], err); ok {

@@ -48,7 +48,7 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, isInit bool, exe *vfs.FileDes
 		WorkingDirectory:     spec.cwd(),
 		Credentials:          s.credentials(spec),
 		FDTable:              st.fdTable,
-		Umask:                0o022,
+		Umask:                spec.umask(),
 		Limits:               ls,
 		MaxSymlinkTraversals: linux.MaxSymlinkTraversals,
 		UTSNamespace:         s.k.RootUTSNamespace(),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,5 +173,39 @@ func benchmarkExec(b *testing.B, s *Sandbox, argv0 string) {
 		if status, err := p.Wait(); err != nil || status.ExitCode() != 0 {
 			b.Fatalf("%s: %v, %v", argv0, status, err)
 		}
+	}
+}
+
+// TestExecUmask: a process's ProcessSpec.Umask is its file mode creation
+// mask, which the files it creates show; without one it is 022.
+func TestExecUmask(t *testing.T) {
+	s := newSandbox(t, Config{})
+	startIdle(t, s)
+	private := uint(0o077)
+	for _, c := range []struct {
+		name  string
+		umask *uint
+		want  string
+	}{
+		{"unset", nil, "0022 644 755\n"},
+		{"0o077", &private, "0077 600 700\n"},
+	} {
+		var out bytes.Buffer
+		p, err := s.Exec(context.Background(), ProcessSpec{
+			Argv:   []string{"/bin/sh", "-c", `d=$(mktemp -d) && touch $d/f && mkdir $d/d && echo $(umask) $(stat -c %a $d/f $d/d)`},
+			Umask:  c.umask,
+			Stdout: &out,
+			Stderr: &out,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := p.Wait(); err != nil || st.ExitCode() != 0 || out.String() != c.want {
+			t.Errorf("umask %s: %v %v %q; want %q", c.name, st, err, out.String(), c.want)
+		}
+	}
+	wide := uint(0o1000)
+	if _, err := s.Exec(context.Background(), ProcessSpec{Argv: []string{"true"}, Umask: &wide}); err == nil || !strings.Contains(err.Error(), "umask") {
+		t.Errorf("umask 0o1000: %v; want an error naming the umask", err)
 	}
 }

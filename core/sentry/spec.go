@@ -44,6 +44,10 @@ type ProcessSpec struct {
 	Stdout io.Writer
 	Stderr io.Writer
 
+	// Umask, when not nil, is the process's file mode creation mask, at
+	// most 0o777; nil means 022.
+	Umask *uint
+
 	// TTY makes the standard streams the guest's controlling terminal.
 	// They must then all be the same host terminal (*os.File).
 	TTY bool
@@ -75,6 +79,9 @@ func (spec *ProcessSpec) validate() error {
 			return fmt.Errorf("sentry: environment entry %q has no '='", e)
 		}
 	}
+	if spec.Umask != nil && *spec.Umask > 0o777 {
+		return fmt.Errorf("sentry: umask %#o is not a file mode mask; give at most 0o777", *spec.Umask)
+	}
 	if spec.WaitDelay < 0 {
 		return fmt.Errorf("sentry: WaitDelay %v is negative", spec.WaitDelay)
 	}
@@ -98,6 +105,15 @@ func (spec *ProcessSpec) cwd() string {
 		return "/"
 	}
 	return path.Clean(spec.Cwd)
+}
+
+// umask returns the process's file mode creation mask: 022 by default, as
+// Docker's processes start with.
+func (spec *ProcessSpec) umask() uint {
+	if spec.Umask != nil {
+		return *spec.Umask
+	}
+	return 0o022
 }
 
 // ExitStatus is how a guest process ended.

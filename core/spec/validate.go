@@ -10,9 +10,12 @@ import (
 	"time"
 )
 
-// FieldError is a problem with one field of a Sandbox, named as its JSON
-// names it ("ports[1].guest_port").
+// FieldError is a problem with one field of a Sandbox or an Exec, named
+// as its JSON names it ("ports[1].guest_port").
 type FieldError struct {
+	// Spec is the spec the field belongs to: "exec", or "sandbox" when
+	// empty.
+	Spec  string
 	Field string
 	// Problem says what is wrong and what to give instead.
 	Problem string
@@ -20,7 +23,11 @@ type FieldError struct {
 
 // Error implements error.
 func (e *FieldError) Error() string {
-	return fmt.Sprintf("sandbox spec: %s: %s", e.Field, e.Problem)
+	of := e.Spec
+	if of == "" {
+		of = "sandbox"
+	}
+	return fmt.Sprintf("%s spec: %s: %s", of, e.Field, e.Problem)
 }
 
 // Validate checks s as a whole, without the host: what every sandbox on

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 func main() {
@@ -50,7 +51,7 @@ func episode(image string) error {
 		{"sh", "-c", "ps -o pid,comm | head -5"},
 		{"/tmp/task.sh"},
 	} {
-		res, err := sb.Exec(ctx, cmd, &gvx.ExecOptions{Cwd: "/tmp", Timeout: 10 * time.Second})
+		res, err := sb.Exec(ctx, cmd, &gvx.ExecOptions{Exec: spec.Exec{Cwd: "/tmp", Timeout: spec.Seconds(10 * time.Second)}})
 		if err != nil {
 			return err
 		}

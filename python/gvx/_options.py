@@ -14,10 +14,10 @@ import inspect
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Optional, cast
+from typing import Any, Callable, ForwardRef, Optional, TypedDict, TypeVar, Union, cast
 
 from . import errors
 from ._types import Mount
@@ -299,6 +299,71 @@ def check_sandbox_options(where: str, image: object, options: Mapping[str, objec
     sandbox_config(image, **options)
 
 
+class ExecOptions(TypedDict, total=False):
+    """The keywords of Sandbox.exec that say what runs. Each is a key of
+    gvx_sandbox_exec's request JSON (core/spec's Exec, and "max_output") and
+    has its check in _EXEC_CHECKS: a new exec option is a line in each.
+    Sandbox.exec and its gvx.aio twin take them as ``**options`` and show them
+    in their signatures (takes_exec_options). None leaves an option unset."""
+
+    timeout: Optional[float]
+    env: Union[Mapping[str, str], Sequence[str], None]
+    cwd: Optional[str]
+    user: Optional[str]
+    max_output: Optional[int]
+    umask: Optional[int]  # the command's file mode creation mask, such as 0o077; None: 0o022
+
+
+def _cwd(name: str, value: object) -> str:
+    return _absolute(name, value, "/workspace")
+
+
+def _user(name: str, value: object) -> str:
+    return _str(name, value, "a user such as 'agent', '1000' or '1000:1000'")
+
+
+def _max_output(name: str, value: object) -> int:
+    limit = _count(name, value, "a number of bytes (int), or None for all of it")
+    if limit < 0:
+        raise errors.InvalidArgumentError(f"{name}={limit}: must not be negative; give bytes, or None for all of it")
+    return limit
+
+
+def _umask(name: str, value: object) -> int:
+    mask = _count(name, value, "a file mode mask (int) such as 0o077, or None for 0o022")
+    if not 0 <= mask <= 0o777:
+        raise errors.InvalidArgumentError(f"{name}={mask:#o}: not a file mode mask; give 0 to 0o777, such as 0o077, or None for 0o022")
+    return mask
+
+
+# ExecOptions' checks: each turns a keyword's value (not None) into its JSON.
+_EXEC_CHECKS: dict[str, Callable[[str, object], object]] = {
+    "timeout": _seconds,
+    "env": env_list,
+    "cwd": _cwd,
+    "user": _user,
+    "max_output": _max_output,
+    "umask": _umask,
+}
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def takes_exec_options(fn: _F) -> _F:
+    """Shows ExecOptions' keywords in fn's signature, for help(), inspect and
+    editors that read it, in place of fn's ``**options``."""
+    sig = inspect.signature(fn)
+    kw = inspect.Parameter.KEYWORD_ONLY
+    own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    first_kw = next((i for i, p in enumerate(own) if p.kind is kw), len(own))
+    declared = [
+        inspect.Parameter(name, kw, default=None, annotation=t.__forward_arg__ if isinstance(t, ForwardRef) else t)
+        for name, t in ExecOptions.__annotations__.items()
+    ]
+    setattr(fn, "__signature__", sig.replace(parameters=own[:first_kw] + declared + own[first_kw:]))
+    return fn
+
+
 @dataclass(frozen=True)
 class ExecRequest:
     """gvx_sandbox_exec's request, checked, and what goes beside it."""
@@ -308,18 +373,11 @@ class ExecRequest:
     on_output: Optional[Callable[[str, bytes], None]]
 
 
-def exec_request(
-    cmd: object,
-    *,
-    timeout: object = None,
-    env: object = None,
-    cwd: object = None,
-    user: object = None,
-    stdin: object = None,
-    on_output: object = None,
-    max_output: object = None,
-) -> ExecRequest:
-    """Sandbox.exec's arguments, checked."""
+def exec_request(cmd: object, stdin: object, on_output: object, options: Mapping[str, object]) -> ExecRequest:
+    """Sandbox.exec's arguments, checked; options are its ExecOptions."""
+    for name in options:
+        if name not in _EXEC_CHECKS:
+            raise TypeError(f"exec() got an unexpected keyword argument {name!r}; it takes {sorted(_EXEC_CHECKS)}, stdin, check and on_output")
     want = "a shell string or a non-empty list of str"
     if isinstance(cmd, str):
         argv = ["/bin/sh", "-c", cmd]
@@ -332,18 +390,10 @@ def exec_request(
             if not isinstance(a, str):
                 raise errors.InvalidArgumentError(f"cmd={cmd!r:.60}: {a!r} is {_kind(a)}; give {want}")
             argv.append(a)
-    request: dict[str, object] = {"argv": argv, "env": env_list("env", env)}
-    if cwd is not None:
-        request["cwd"] = _absolute("cwd", cwd, "/workspace")
-    if user is not None:
-        request["user"] = _str("user", user, "a user such as 'agent', '1000' or '1000:1000'")
-    if timeout is not None:
-        request["timeout"] = _seconds("timeout", timeout)
-    if max_output is not None:
-        limit = _count("max_output", max_output, "a number of bytes (int), or None for all of it")
-        if limit < 0:
-            raise errors.InvalidArgumentError(f"max_output={limit}: must not be negative; give bytes, or None for all of it")
-        request["max_output"] = limit
+    request: dict[str, object] = {"argv": argv}
+    for name, value in options.items():
+        if value is not None:
+            request[name] = _EXEC_CHECKS[name](name, value)
     data: Optional[bytes]
     if stdin is None:
         data = None

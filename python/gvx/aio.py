@@ -25,12 +25,15 @@ import contextvars
 import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
-from . import _ffi, errors
+from . import _ffi, _options, errors
 from . import env as _env
 from . import sandbox as _sandbox
 from . import volumes as _volumes
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 
@@ -137,27 +140,21 @@ class Sandbox:
 
     # Commands.
 
+    @_options.takes_exec_options
     async def exec(
         self,
         cmd: _sandbox.Command,
         *,
-        timeout: Optional[float] = None,
-        env: Union[Mapping[str, str], Sequence[str], None] = None,
-        cwd: Optional[str] = None,
-        user: Optional[str] = None,
         stdin: Union[bytes, str, None] = None,
         check: bool = False,
         on_output: Optional[Callable[[str, bytes], None]] = None,
-        max_output: Optional[int] = None,
+        **options: Unpack[_options.ExecOptions],
     ) -> _sandbox.ExecResult:
         token = _ffi.new_cancel_token()
 
         def run() -> _sandbox.ExecResult:
             with _ffi.cancel_scope(token):
-                return self.inner.exec(
-                    cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin, check=check, on_output=on_output,
-                    max_output=max_output,
-                )
+                return self.inner.exec(cmd, stdin=stdin, check=check, on_output=on_output, **options)
 
         try:
             return await _to_thread(run)

@@ -9,12 +9,15 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import Callable, Mapping, NoReturn, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Mapping, NoReturn, Optional, Sequence, Union
 
 from . import _ffi, _options, errors
 from ._paths import default_image, rungv_path
 from ._results import ExecResult, FileInfo, PublishedPort, SandboxInfo, SandboxStats
 from ._types import Command, Mount, Owner, PathLike
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Command",
@@ -255,18 +258,15 @@ class Sandbox:
 
     # Commands.
 
+    @_options.takes_exec_options
     def exec(
         self,
         cmd: Command,
         *,
-        timeout: Optional[float] = None,
-        env: Union[Mapping[str, str], Sequence[str], None] = None,
-        cwd: Optional[str] = None,
-        user: Optional[str] = None,
         stdin: Union[bytes, str, None] = None,
         check: bool = False,
         on_output: Optional[Callable[[str, bytes], None]] = None,
-        max_output: Optional[int] = None,
+        **options: Unpack[_options.ExecOptions],
     ) -> ExecResult:
         """Runs a command and waits for it.
 
@@ -282,9 +282,7 @@ class Sandbox:
         the result then carries no output. ``max_output`` bounds the bytes kept of
         stdout and of stderr: beyond it the middle is left out (``truncated``).
         """
-        checked = _options.exec_request(
-            cmd, timeout=timeout, env=env, cwd=cwd, user=user, stdin=stdin, on_output=on_output, max_output=max_output
-        )
+        checked = _options.exec_request(cmd, stdin, on_output, options)
         request, on_output = checked.request, checked.on_output
         stdin_ptr, stdin_len = _ffi.buffer(checked.stdin)
         lib = _ffi.lib()

@@ -242,3 +242,19 @@ def test_new_env_twins_work() -> None:
             assert await env.render() == "$ echo hi\nhi\n[exit 0, " + f"{info['duration'] * 1000:.0f} ms]"
 
     asyncio.run(main())
+
+
+def test_exec_options_are_declared_once() -> None:
+    """Sandbox.exec's options come from one declaration (gvx._options.ExecOptions):
+    each has its check, and exec and its twin show each as a keyword."""
+    from gvx import _options
+
+    declared = list(_options.ExecOptions.__annotations__)
+    assert sorted(declared) == sorted(_options._EXEC_CHECKS), "an exec option without its check, or a check without its option"
+    for fn in (gvx.Sandbox.exec, gvx.aio.Sandbox.exec):
+        params = inspect.signature(fn).parameters
+        for name in declared:
+            assert params[name].kind is inspect.Parameter.KEYWORD_ONLY and params[name].default is None, (fn, name)
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()), fn
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tmeout'"):
+        _options.exec_request("true", None, None, {"tmeout": 1})

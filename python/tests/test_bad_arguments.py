@@ -69,6 +69,8 @@ EXEC_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("max_output", {"cmd": "true", "max_output": -1}, "max_output"),
     ("max_output", {"cmd": "true", "max_output": "x"}, "max_output"),
     ("on_output", {"cmd": "true", "on_output": 42}, "on_output"),
+    ("umask", {"cmd": "true", "umask": 0o1000}, "umask"),
+    ("umask", {"cmd": "true", "umask": "077"}, "umask"),
 ]
 
 def _params(cases: list[tuple[str, dict[str, Any], str]]) -> list[Any]:

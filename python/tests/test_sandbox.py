@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ from typing import Iterator, Union
 import pytest
 
 import gvx
+import gvx.aio
 from conftest import BUSY_CHILD, PS, busy_children, children_of, descendants, live, open_fds, reliability_count, report_table, sandboxes_of
 
 
@@ -43,6 +45,25 @@ def test_exec_results(sb: gvx.Sandbox) -> None:
     with pytest.raises(gvx.ExecError, match="exited with 4") as e:
         sb.exec("echo bad >&2; exit 4", check=True)
     assert e.value.result.stderr == "bad\n"
+
+
+def test_exec_umask(sb: gvx.Sandbox) -> None:
+    """umask= is the mask of the files the command creates, from gvx.Sandbox and
+    its gvx.aio twin; None keeps 0o022; one out of range is refused by name."""
+    script = "umask; touch /tmp/f-$$; stat -c %a /tmp/f-$$"
+    assert sb.exec(script, umask=0o077).stdout == "0077\n600\n"
+    assert sb.exec(script, umask=0).stdout == "0000\n666\n"
+    assert sb.exec(script).stdout == sb.exec(script, umask=None).stdout == "0022\n644\n"
+
+    async def twin() -> str:
+        return (await gvx.aio.Sandbox(sb).exec(script, umask=0o027)).stdout
+
+    assert asyncio.run(twin()) == "0027\n640\n"
+    for bad in (0o1000, -1):
+        with pytest.raises(gvx.InvalidArgumentError, match="umask=.*give 0 to 0o777"):
+            sb.exec("true", umask=bad)
+    with pytest.raises(gvx.InvalidArgumentError, match="umask: expected a file mode mask"):
+        sb.exec("true", umask="077")  # type: ignore[arg-type]
 
 
 def test_missing_command_is_a_result(sb: gvx.Sandbox) -> None:

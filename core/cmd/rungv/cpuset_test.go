@@ -14,6 +14,7 @@ import (
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/proctree"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -80,7 +81,7 @@ func TestRunCPUSet(t *testing.T) {
 	defer cmd.Process.Kill()
 	defer c.Close()
 	var out bytes.Buffer
-	if res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"busybox", "nproc"}}, control.ExecIO{Stdout: &out}); err != nil || res.ExitCode != 0 {
+	if res, err := c.Exec(context.Background(), control.ExecRequest{Exec: spec.Exec{Argv: []string{"busybox", "nproc"}}}, control.ExecIO{Stdout: &out}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("nproc: %+v %v", res, err)
 	}
 	if out.String() != "1\n" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // TestExecUserAddedAfterBoot: a user and a group the guest adds to its
@@ -22,7 +23,7 @@ func TestExecUserAddedAfterBoot(t *testing.T) {
 	ctx := context.Background()
 	exec := func(user, script string) (string, control.ExecResult, error) {
 		var out bytes.Buffer
-		res, err := c.Exec(ctx, control.ExecRequest{Argv: []string{"sh", "-c", script}, User: user}, control.ExecIO{Stdout: &out, Stderr: &out})
+		res, err := c.Exec(ctx, control.ExecRequest{Exec: spec.Exec{Argv: []string{"sh", "-c", script}, User: user}}, control.ExecIO{Stdout: &out, Stderr: &out})
 		return out.String(), res, err
 	}
 

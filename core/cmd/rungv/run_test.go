@@ -17,6 +17,7 @@ import (
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/ptytest"
 	"z.gfire.dev/gvx/core/internal/testimage"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // These tests run `rungv run` as a user would: the real binary, the
@@ -291,7 +292,7 @@ func TestRunControlSocket(t *testing.T) {
 	cmd, stderr, c := startControlled(t, sock, img)
 	defer cmd.Process.Kill()
 	var out bytes.Buffer
-	res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"sh", "-c", "echo via socket; exit 4"}}, control.ExecIO{Stdout: &out})
+	res, err := c.Exec(context.Background(), control.ExecRequest{Exec: spec.Exec{Argv: []string{"sh", "-c", "echo via socket; exit 4"}}}, control.ExecIO{Stdout: &out})
 	if err != nil || res.ExitCode != 4 || out.String() != "via socket\n" {
 		t.Fatalf("exec over the socket: %+v %q %v", res, out.String(), err)
 	}

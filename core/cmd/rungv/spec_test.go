@@ -291,7 +291,7 @@ func TestRunSpec(t *testing.T) {
 		}
 	}
 	var echo bytes.Buffer
-	res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"sh", "-c", "echo $B"}}, control.ExecIO{Stdout: &echo})
+	res, err := c.Exec(context.Background(), control.ExecRequest{Exec: spec.Exec{Argv: []string{"sh", "-c", "echo $B"}}}, control.ExecIO{Stdout: &echo})
 	if err != nil || res.ExitCode != 0 || echo.String() != "kept\n" {
 		t.Errorf("exec echo in the keep-alive sandbox: %+v %q %v", res, echo.String(), err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // binaryRSS returns how many KiB of its own executable's read-only mappings
@@ -52,7 +53,7 @@ func TestIdleTrim(t *testing.T) {
 	exec := func(c *control.Client, script string) string {
 		t.Helper()
 		var out strings.Builder
-		res, err := c.Exec(context.Background(), control.ExecRequest{Argv: []string{"sh", "-c", script}}, control.ExecIO{Stdout: &out})
+		res, err := c.Exec(context.Background(), control.ExecRequest{Exec: spec.Exec{Argv: []string{"sh", "-c", script}}}, control.ExecIO{Stdout: &out})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec %q: %+v %v", script, res, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/eventually"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // box is a rungv sandbox running the Docker image's dockerd.
@@ -173,7 +174,7 @@ func (b *box) exec(t testing.TB, cwd string, argv ...string) (string, int) {
 	}
 	defer c.Close()
 	var out syncBuffer
-	res, err := c.Exec(ctx, control.ExecRequest{Argv: argv, Cwd: cwd}, control.ExecIO{Stdout: &out, Stderr: &out})
+	res, err := c.Exec(ctx, control.ExecRequest{Exec: spec.Exec{Argv: argv, Cwd: cwd}}, control.ExecIO{Stdout: &out, Stderr: &out})
 	if err != nil {
 		t.Fatalf("exec %q in the sandbox: %v", argv, err)
 	}
