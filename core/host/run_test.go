@@ -16,6 +16,7 @@ import (
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/sentry"
+	"z.gfire.dev/gvx/core/spec"
 	"z.gfire.dev/gvx/core/store"
 )
 
@@ -242,7 +243,7 @@ type runResult struct {
 func execOutput(t *testing.T, ctx context.Context, c *control.Client, argv ...string) string {
 	t.Helper()
 	var out bytes.Buffer
-	res, err := c.Exec(ctx, control.ExecRequest{Argv: argv}, control.ExecIO{Stdout: &out, InMemory: true})
+	res, err := c.Exec(ctx, control.ExecRequest{Exec: spec.Exec{Argv: argv}}, control.ExecIO{Stdout: &out, InMemory: true})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Exec(%q) = %+v, %v; want exit 0", argv, res, err)
 	}
