@@ -18,6 +18,7 @@ import (
 
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 	"z.gfire.dev/gvx/core/store"
 )
 
@@ -73,7 +74,7 @@ func statusOf(err error) int {
 		return statusTimeout
 	case control.IsCode(err, control.CodeNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return statusNotFound
-	case control.IsCode(err, control.CodeInvalid):
+	case control.IsCode(err, control.CodeInvalid), errors.As(err, new(*spec.FieldError)):
 		return statusInvalid
 	case control.IsCode(err, control.CodePermission):
 		return statusPermission

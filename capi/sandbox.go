@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"os"
 	"syscall"
 	"time"
@@ -15,83 +14,11 @@ import (
 	"z.gfire.dev/gvx/core/spec"
 )
 
-// sandboxConfig is gvx_sandbox_new's config_json: the sandbox's spec and
-// how to start it.
-type sandboxConfig struct {
-	spec.Sandbox
-	Rungv    string `json:"rungv"`
-	Cache    string `json:"cache"`
-	Insecure bool   `json:"insecure"`
-}
-
-// toGo checks the spec (spec.Sandbox.Validate, which names the field)
-// and converts it to the SDK's configuration.
-func (c *sandboxConfig) toGo() (gvx.Config, error) {
-	sp := &c.Sandbox
-	if err := sp.Validate(); err != nil {
-		return gvx.Config{}, invalid("config: %v", err)
-	}
-	cfg := gvx.Config{
-		OCIImage:   sp.Image,
-		Cmd:        sp.Cmd,
-		Envv:       sp.Env,
-		WorkingDir: sp.Workdir,
-		User:       sp.User,
-		Hostname:   sp.Hostname,
-		KeepAlive:  sp.KeepAlive,
-		Restore:    sp.Restore,
-		Resources: gvx.Resources{
-			MemoryBytes: sp.Memory,
-			// Clamped so that the conversion cannot overflow; rungv
-			// refuses counts past its maximum, naming it.
-			CPUMillis: int(math.Min(sp.CPUs, 1<<20) * 1000),
-			CPUSet:    sp.CPUSet,
-			PidsLimit: sp.PidsLimit,
-		},
-		Timeout:                time.Duration(sp.Timeout),
-		AllowNet:               sp.AllowNet,
-		HostLoopback:           sp.HostLoopback,
-		NetRaw:                 sp.NetRaw,
-		NFTables:               sp.NFTables,
-		AllowPacketSocketWrite: sp.AllowPacketSocketWrite,
-		AllowSUID:              sp.AllowSUID,
-		Rungv:                  c.Rungv,
-		Cache:                  c.Cache,
-		Insecure:               c.Insecure,
-	}
-	if sp.Entrypoint != nil {
-		cfg.Entrypoint, cfg.EntrypointSet = *sp.Entrypoint, true
-	}
-	if sp.Platform != "auto" {
-		cfg.Platform = gvx.Platform(sp.Platform)
-	}
-	switch {
-	case sp.Spin == nil:
-		cfg.Spin = gvx.SpinAuto
-	case *sp.Spin:
-		cfg.Spin = gvx.SpinOn
-	default:
-		cfg.Spin = gvx.SpinOff
-	}
-	if sp.Network == spec.NetworkNAT {
-		cfg.NetworkMode = gvx.NetModeNAT
-	}
-	for _, p := range sp.Ports {
-		cfg.Ports = append(cfg.Ports, gvx.PortMapping{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
-	}
-	for _, m := range sp.Mounts {
-		cfg.Mounts = append(cfg.Mounts, gvx.Mount{Kind: gvx.MountVolume, ImagePath: m.Source, GuestPath: m.Target, ReadOnly: m.ReadOnly})
-	}
-	return cfg, nil
-}
-
 func sandboxNew(configJSON string) (uint64, error) {
-	var c sandboxConfig
-	if err := decodeJSON("config", configJSON, &c); err != nil {
-		return 0, err
-	}
-	cfg, err := c.toGo()
-	if err != nil {
+	// gvx_sandbox_new's config_json is the SDK's Config: the sandbox's
+	// spec and how to start it, with the same keys.
+	var cfg gvx.Config
+	if err := decodeJSON("config", configJSON, &cfg); err != nil {
 		return 0, err
 	}
 	// The sandbox's own output, if any, goes where the caller's goes.
@@ -103,11 +30,13 @@ func sandboxNew(configJSON string) (uint64, error) {
 	return addSandbox(sb, cfg), nil
 }
 
+// startSandbox starts a sandbox; a failure is GVX_E_START but for a spec
+// the SDK refused, which is the caller's argument at fault.
 func startSandbox(cfg gvx.Config) (*gvx.Sandbox, error) {
 	sb, err := gvx.New(context.Background(), cfg)
 	if err != nil {
 		var se *statusError
-		if errors.As(err, &se) {
+		if errors.As(err, &se) || errors.As(err, new(*spec.FieldError)) {
 			return nil, err
 		}
 		return nil, &statusError{statusStart, err}

@@ -35,6 +35,7 @@ import (
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/ext4lite"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 var (
@@ -93,11 +94,13 @@ func newSandbox(ctx context.Context, name string, size int64) (*gvx.Sandbox, str
 		return nil, "", err
 	}
 	sb, err := gvx.New(ctx, gvx.Config{
-		OCIImage:  *image,
-		Rungv:     *rungv,
-		Cache:     *cache,
-		KeepAlive: true,
-		Mounts:    []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: vol, GuestPath: "/vol"}},
+		Sandbox: spec.Sandbox{
+			Image:     *image,
+			KeepAlive: true,
+			Mounts:    []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/vol"}},
+		},
+		Rungv: *rungv,
+		Cache: *cache,
 	})
 	return sb, vol, err
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 func TestUploadAndDownloadDir(t *testing.T) {
@@ -209,7 +210,7 @@ func hostStat(t *testing.T, p string) *syscall.Stat_t {
 // a set-user-ID bit goes in (and, for the host's sake, not out).
 func TestCopyKeepsLinksHolesAndTimes(t *testing.T) {
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: filepath.Join(t.TempDir(), "data.ext4"), GuestPath: "/data"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: filepath.Join(t.TempDir(), "data.ext4"), Target: "/data"}}
 	sb := newSandbox(t, cfg)
 	ctx := context.Background()
 	const size = 50 << 20

@@ -69,11 +69,11 @@ var ErrStopFailed = errors.New("gvx: the sandbox did not stop cleanly")
 // New starts a sandbox and returns once it runs and answers on its control
 // connection. ctx bounds the start (including pulling the image) only.
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
-	rungv, err := cfg.rungvPath()
+	sp, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
-	sp, err := cfg.spec()
+	rungv, err := cfg.rungvPath()
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +89,10 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		theirs.Close()
 		return nil, withHostLimitHint("creating the exit status pipe", err)
 	}
-	// A spin slot, for as long as rungv runs (see takeSpinSlot).
+	// A spin slot, for as long as rungv runs (see takeSpinSlot): a Spin
+	// left unset is New's to decide (see Config).
 	releaseSpin := func() {}
-	if cfg.Spin == SpinAuto {
+	if sp.Spin == nil {
 		var spin bool
 		if releaseSpin, spin = takeSpinSlot(); !spin {
 			sp.Spin = &spin

@@ -3,12 +3,14 @@ package gvx
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/lockdown"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // These tests boot real sandboxes: rungv built from this tree, the Sentry,
@@ -85,7 +88,27 @@ func TestMain(m *testing.M) {
 }
 
 func config() Config {
-	return Config{OCIImage: imageRef, Rungv: rungvBin, Cache: testCache, KeepAlive: true}
+	return Config{Sandbox: spec.Sandbox{Image: imageRef, KeepAlive: true}, Rungv: rungvBin, Cache: testCache}
+}
+
+// rungvSpec returns the spec that New hands rungv for cfg, as rungv reads
+// it from the memfd.
+func rungvSpec(t *testing.T, cfg Config) spec.Sandbox {
+	t.Helper()
+	sp, err := cfg.check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := specFile(&sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got spec.Sandbox
+	if err := json.NewDecoder(f).Decode(&got); err != nil {
+		t.Fatalf("decoding the spec rungv gets: %v", err)
+	}
+	return got
 }
 
 func newSandbox(t *testing.T, cfg Config) *Sandbox {
@@ -693,7 +716,7 @@ func TestInsideUnprivilegedDocker(t *testing.T) {
 
 func TestStartErrorsSayWhy(t *testing.T) {
 	cfg := config()
-	cfg.OCIImage = "oci:/nonexistent/layout"
+	cfg.Image = "oci:/nonexistent/layout"
 	_, err := New(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("missing image: %v", err)
@@ -720,7 +743,7 @@ func TestLateStartErrorsSayWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: damaged, GuestPath: "/data"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: damaged, Target: "/data"}}
 	for range 10 {
 		_, err := New(context.Background(), cfg)
 		if err == nil || !strings.Contains(err.Error(), "superblock") || strings.Contains(err.Error(), "SIGKILL") {
@@ -734,7 +757,7 @@ func TestLateStartErrorsSayWhy(t *testing.T) {
 // its exit broke.
 func TestStartErrorsLeadWithRungvsWords(t *testing.T) {
 	cfg := config()
-	cfg.OCIImage = "oci:/nonexistent-gvx-test-layout:latest"
+	cfg.Image = "oci:/nonexistent-gvx-test-layout:latest"
 	_, err := New(context.Background(), cfg)
 	want := `gvx: starting the sandbox: rungv: OCI layout "/nonexistent-gvx-test-layout"`
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "(rungv exited with status 1)") ||
@@ -867,7 +890,7 @@ func fdLimitHelperMain() int {
 		fmt.Println("setrlimit:", err)
 		return 1
 	}
-	cfg := Config{OCIImage: os.Getenv("GVX_TEST_IMAGE"), Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE"), KeepAlive: true}
+	cfg := Config{Sandbox: spec.Sandbox{Image: os.Getenv("GVX_TEST_IMAGE"), KeepAlive: true}, Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE")}
 	var sbs []*Sandbox
 	defer func() {
 		for _, sb := range sbs {
@@ -889,7 +912,7 @@ func fdLimitHelperMain() int {
 // helperMain starts a sandbox, prints rungv's pid and waits to be killed.
 func helperMain() int {
 	sb, err := New(context.Background(), Config{
-		OCIImage: os.Getenv("GVX_TEST_IMAGE"), Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE"), KeepAlive: true})
+		Sandbox: spec.Sandbox{Image: os.Getenv("GVX_TEST_IMAGE"), KeepAlive: true}, Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -914,6 +937,37 @@ func TestACommandThatEndsAtOnce(t *testing.T) {
 		sb.Close()
 		if err != nil || code != 3 {
 			t.Fatalf("run %d: exit %d, %v; want 3", i, code, err)
+		}
+	}
+}
+
+// TestConfigIsTheJSONPythonSends: gvx_sandbox_new's JSON, as Python's
+// sandbox_config builds it, decodes straight into a Config, strictly: the
+// spec's keys and the runner's (rungv, cache, insecure) are the Config's,
+// and the caller's streams are not keys.
+func TestConfigIsTheJSONPythonSends(t *testing.T) {
+	decode := func(s string) (Config, error) {
+		var c Config
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		return c, dec.Decode(&c)
+	}
+	c, err := decode(`{"image": "oci:x:latest", "keep_alive": true, "env": ["A=1"], "platform": "auto", "spin": false,
+		"network": "nat", "ports": [{"guest_port": 80}], "memory": 536870912, "cpus": 1.5, "pids_limit": -1, "timeout": 2.5,
+		"rungv": "/opt/rungv", "cache": "/var/cache/gvx", "insecure": true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	want := Config{Sandbox: spec.Sandbox{Image: "oci:x:latest", KeepAlive: true, Env: []string{"A=1"}, Platform: "auto", Spin: &off,
+		Network: spec.NetworkNAT, Ports: []spec.Port{{GuestPort: 80}}, Memory: 512 << 20, CPUs: 1.5, PidsLimit: -1, Timeout: spec.Seconds(2500 * time.Millisecond)},
+		Rungv: "/opt/rungv", Cache: "/var/cache/gvx", Insecure: true}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", c, want)
+	}
+	for _, key := range []string{"stdout", "Stdin", "extraArgs", "oci_image"} {
+		if _, err := decode(`{"image": "x", "` + key + `": null}`); err == nil {
+			t.Errorf("the key %q was accepted", key)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 func main() {
@@ -31,11 +32,12 @@ func main() {
 func episode(image string) error {
 	ctx := context.Background()
 	start := time.Now()
-	sb, err := gvx.New(ctx, gvx.Config{
-		OCIImage:  image,
+	sb, err := gvx.New(ctx, gvx.Config{Sandbox: spec.Sandbox{
+		Image:     image,
 		KeepAlive: true,
-		Resources: gvx.Resources{MemoryBytes: 512 << 20, PidsLimit: 256},
-	})
+		Memory:    512 << 20,
+		PidsLimit: 256,
+	}})
 	if err != nil {
 		return err
 	}
