@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 	"time"
@@ -27,7 +28,7 @@ func sandboxNew(configJSON string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return addSandbox(sb, cfg), nil
+	return addSandbox(sb), nil
 }
 
 // startSandbox starts a sandbox; a failure is GVX_E_START but for a spec
@@ -46,18 +47,18 @@ func startSandbox(cfg gvx.Config) (*gvx.Sandbox, error) {
 
 // sandboxReset starts a fresh sandbox from the handle's configuration and
 // closes the old one: the root filesystem's writes and every process are
-// gone; volumes keep what was written to them.
+// gone; volumes keep what was written to them. The fresh one starts
+// first, so that a failed start leaves the handle as it was.
 func sandboxReset(h uint64) error {
-	hd, err := getHandle(h)
+	old, err := getSandbox(h)
 	if err != nil {
 		return err
 	}
-	fresh, err := startSandbox(hd.cfg)
+	fresh, err := startSandbox(old.Config())
 	if err != nil {
 		return err
 	}
-	old, err := replaceSandbox(h, fresh)
-	if err != nil {
+	if old, err = replaceSandbox(h, fresh); err != nil {
 		fresh.Close()
 		return err
 	}
@@ -216,56 +217,25 @@ func sandboxWriteFile(h uint64, path string, data []byte, mode uint32, owner str
 	if err != nil {
 		return err
 	}
-	makeParents := mode&writeMakeParents != 0
-	mode &^= writeMakeParents
-	if mode&^0o7777 != 0 {
-		return invalid("mode %#o has bits beyond the permission bits (07777) and GVX_WRITE_MAKE_PARENTS", mode)
-	}
-	if mode == 0 {
-		mode = 0o644
-	}
-	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: mode, MakeParents: makeParents, Owner: owner}, bytes.NewReader(data))
+	req := control.WriteFileRequest{Path: path, Mode: mode &^ writeMakeParents, MakeParents: mode&writeMakeParents != 0, Owner: owner}
+	_, err = sb.WriteFileWith(context.Background(), req, bytes.NewReader(data))
 	return err
 }
 
-// sandboxUpload streams the host file hostPath into the sandbox at path.
-// mode < 0 keeps the host file's permission bits; owner "" is root.
+// sandboxUpload streams the host file or directory hostPath into the
+// sandbox at path. mode < 0 keeps the host file's permission bits; owner
+// "" is root.
 func sandboxUpload(h uint64, hostPath, path string, mode int32, owner string) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
 	}
-	if mode > 0o7777 {
-		return invalid("mode %#o has bits beyond the permission bits (07777); give -1 to keep the host file's", mode)
+	opts := gvx.UploadOptions{Owner: owner}
+	if mode >= 0 {
+		m := fs.FileMode(mode)
+		opts.Mode = &m
 	}
-	if st, err := os.Stat(hostPath); err == nil && st.IsDir() {
-		if mode >= 0 {
-			return invalid("mode %#o is for a file, and %s is a directory: give -1, its files keep their own", mode, hostPath)
-		}
-		_, err := sb.UploadDirWith(context.Background(), hostPath, control.CopyInRequest{Path: path, Owner: owner})
-		return err
-	}
-	f, err := os.Open(hostPath)
-	if err != nil {
-		return invalid("host file %s: %v", hostPath, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return invalid("host file %s is not a regular file", hostPath)
-	}
-	perm := os.FileMode(mode)
-	if mode < 0 {
-		perm = st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
-	}
-	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm()), Owner: owner}, f)
-	if se := (*control.SourceError)(nil); errors.As(err, &se) {
-		return invalid("host file %s could not be read, so nothing was written: %v", hostPath, se.Err)
-	}
-	return err
+	return sb.Upload(context.Background(), hostPath, path, opts)
 }
 
 func sandboxDownload(h uint64, path, hostPath string) error {
@@ -295,9 +265,6 @@ func sandboxSignal(h uint64, sig int) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
-	}
-	if sig <= 0 || sig > 64 {
-		return invalid("signal %d is not a signal number (1..64)", sig)
 	}
 	return sb.Signal(context.Background(), syscall.Signal(sig))
 }

@@ -83,6 +83,60 @@ func (sb *Sandbox) UploadDirWith(ctx context.Context, hostDir string, req contro
 	return res, err
 }
 
+// UploadOptions tune Upload.
+type UploadOptions struct {
+	// Mode, if set, is the mode of a file uploaded instead of the host
+	// file's permission bits: 0 to 07777, of which only the permission
+	// bits (0777) are applied, as for the host file's, and 0 is 0644. A
+	// directory's files keep their own, and a Mode for one is refused.
+	Mode *fs.FileMode
+	// Owner is who what is copied belongs to in the sandbox instead of
+	// root, and the directories made on the way: "uid[:gid]" or
+	// "name[:group]", resolved as ExecOptions.User is.
+	Owner string
+}
+
+// Upload copies the host file or directory hostPath into the sandbox: a
+// regular file to the file guestPath, as WriteFileWith writes it (whole or
+// not at all) with the host file's permission bits unless opts.Mode says
+// otherwise; a directory's contents into the directory guestPath, as
+// UploadDirWith copies them. A host file that cannot be read, or is not a
+// regular file or a directory, is an invalid argument, and nothing is
+// written.
+func (sb *Sandbox) Upload(ctx context.Context, hostPath, guestPath string, opts UploadOptions) error {
+	if opts.Mode != nil && *opts.Mode&^0o7777 != 0 {
+		return control.Errorf(control.CodeInvalid, "mode %#o has bits beyond the permission bits (07777); leave it unset to keep the host file's", uint32(*opts.Mode))
+	}
+	if st, err := os.Stat(hostPath); err == nil && st.IsDir() {
+		if opts.Mode != nil {
+			return control.Errorf(control.CodeInvalid, "mode %#o is for a file, and %s is a directory, whose files keep their own: leave it unset", uint32(*opts.Mode), hostPath)
+		}
+		_, err := sb.UploadDirWith(ctx, hostPath, control.CopyInRequest{Path: guestPath, Owner: opts.Owner})
+		return err
+	}
+	f, err := os.Open(hostPath)
+	if err != nil {
+		return control.Errorf(control.CodeInvalid, "host file %s: %v", hostPath, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("gvx: upload: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return control.Errorf(control.CodeInvalid, "host file %s is not a regular file", hostPath)
+	}
+	perm := st.Mode().Perm()
+	if opts.Mode != nil {
+		perm = opts.Mode.Perm()
+	}
+	_, err = sb.WriteFileWith(ctx, control.WriteFileRequest{Path: guestPath, Mode: uint32(perm), Owner: opts.Owner}, f)
+	if se := (*control.SourceError)(nil); errors.As(err, &se) {
+		return control.Errorf(control.CodeInvalid, "host file %s could not be read, so nothing was written: %v", hostPath, se.Err)
+	}
+	return err
+}
+
 // checkUploadable walks hostDir for entries tarHostDir would refuse.
 func checkUploadable(hostDir string) error {
 	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {

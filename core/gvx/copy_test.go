@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -340,5 +341,68 @@ func TestDownloadHardLinkOutsideTree(t *testing.T) {
 			t.Errorf("after a hard link to %s the victim outside has %d links, want 2", linkname, st.Nlink)
 		}
 		os.Remove(filepath.Join(dst, "stolen"))
+	}
+}
+
+// TestUploadChoosesFileOrDirectory: Upload copies a host file to a guest
+// file, with the host file's permission bits or opts.Mode, and a host
+// directory's contents into a guest directory, both owned as opts.Owner
+// says; what it cannot copy is an invalid argument, and nothing is
+// written.
+func TestUploadChoosesFileOrDirectory(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	src := t.TempDir()
+	file := filepath.Join(src, "task.sh")
+	if err := os.WriteFile(file, []byte("#!/bin/sh\necho task\n"), 0o751); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(file, 0o751) // whatever the umask
+	tree := filepath.Join(src, "tree")
+	os.MkdirAll(filepath.Join(tree, "pkg"), 0o755)
+	if err := os.WriteFile(filepath.Join(tree, "pkg", "mod.py"), []byte("x = 1\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(tree, "pkg", "mod.py"), 0o640)
+
+	if err := sb.Upload(ctx, file, "/tmp/task.sh", UploadOptions{}); err != nil {
+		t.Fatalf("Upload of a file: %v", err)
+	}
+	mode := fs.FileMode(0o600)
+	if err := sb.Upload(ctx, file, "/tmp/task-600.sh", UploadOptions{Mode: &mode, Owner: "65534"}); err != nil {
+		t.Fatalf("Upload of a file with a mode and an owner: %v", err)
+	}
+	if err := sb.Upload(ctx, tree, "/work/tree", UploadOptions{Owner: "65534:65534"}); err != nil {
+		t.Fatalf("Upload of a directory: %v", err)
+	}
+	got := sh(t, sb, `/tmp/task.sh && stat -c '%n %u %a' /tmp/task.sh /tmp/task-600.sh /work/tree /work/tree/pkg/mod.py && cat /work/tree/pkg/mod.py`, nil)
+	want := "task\n/tmp/task.sh 0 751\n/tmp/task-600.sh 65534 600\n/work/tree 65534 755\n/work/tree/pkg/mod.py 65534 640\nx = 1\n"
+	if string(got.Stdout) != want {
+		t.Fatalf("the guest sees:\n%s\nwant:\n%s\n%s", got.Stdout, want, got.Stderr)
+	}
+
+	big := fs.FileMode(0o17777)
+	for _, c := range []struct {
+		host string
+		opts UploadOptions
+		want string
+	}{
+		{tree, UploadOptions{Mode: &mode}, "is a directory, whose files keep their own"},
+		{file, UploadOptions{Mode: &big}, "mode 017777 has bits beyond the permission bits"},
+		{filepath.Join(src, "absent"), UploadOptions{}, "no such file or directory"},
+		{"/dev/null", UploadOptions{}, "host file /dev/null is not a regular file"},
+		{"/proc/self/mem", UploadOptions{}, "host file /proc/self/mem could not be read, so nothing was written"},
+	} {
+		err := sb.Upload(ctx, c.host, "/tmp/refused", c.opts)
+		if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Upload of %s %+v: %v; want an invalid argument saying %q", c.host, c.opts, err, c.want)
+		}
+	}
+	// WriteFileWith refuses such a mode too, where the sandbox would mask it.
+	if _, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/tmp/refused", Mode: 0o10644}, strings.NewReader("x")); !control.IsCode(err, control.CodeInvalid) {
+		t.Errorf("WriteFileWith of mode 010644: %v; want an invalid argument", err)
+	}
+	if _, err := sb.Stat(ctx, "/tmp/refused"); !control.IsCode(err, control.CodeNotFound) {
+		t.Errorf("a refused upload left /tmp/refused: %v", err)
 	}
 }

@@ -35,6 +35,7 @@ var (
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
+	cfg    Config
 	cmd    *exec.Cmd
 	client *control.Client
 	tail   *tailbuf.Buffer
@@ -141,7 +142,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		status.Close()
 		return nil, withHostLimitHint("starting "+rungv, err)
 	}
-	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{}), status: status}
+	sb := &Sandbox{cfg: cfg, cmd: cmd, tail: tail, exited: make(chan struct{}), status: status}
 	go func() {
 		sb.waitErr = cmd.Wait()
 		releaseSpin()
@@ -296,6 +297,11 @@ func (sb *Sandbox) kill() {
 
 // Info describes the sandbox.
 func (sb *Sandbox) Info() control.SandboxInfo { return sb.client.Info() }
+
+// Config returns the configuration sb was started with. A fresh sandbox
+// from the same configuration, as an episode's reset wants, is
+// New(ctx, sb.Config()); close sb once the fresh one runs.
+func (sb *Sandbox) Config() Config { return sb.cfg }
 
 // PID returns the rungv process's host PID.
 func (sb *Sandbox) PID() int { return sb.cmd.Process.Pid }
@@ -502,7 +508,11 @@ func (sb *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, 
 // WriteFileWith is WriteFileFrom with every option of the protocol's
 // request, such as MakeParents (create missing directories, mode 0755) and
 // Owner (who the file and those directories belong to instead of root).
+// req.Mode is permission bits, 0 to 07777 (0 is 0644).
 func (sb *Sandbox) WriteFileWith(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
+	if req.Mode&^0o7777 != 0 {
+		return control.FileInfo{}, control.Errorf(control.CodeInvalid, "mode %#o has bits beyond the permission bits (07777)", req.Mode)
+	}
 	info, err := sb.client.WriteFile(ctx, req, r)
 	return info, sb.callError(err)
 }
@@ -519,7 +529,7 @@ func (sb *Sandbox) Stats(ctx context.Context) (control.Stats, error) {
 	return st, sb.callError(err)
 }
 
-// Signal sends a signal to the sandbox's init process.
+// Signal sends a signal (1 to 64) to the sandbox's init process.
 func (sb *Sandbox) Signal(ctx context.Context, sig syscall.Signal) error {
 	return sb.callError(sb.client.Signal(ctx, int(sig)))
 }
