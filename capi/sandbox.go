@@ -217,8 +217,8 @@ func sandboxWriteFile(h uint64, path string, data []byte, mode uint32, owner str
 	if err != nil {
 		return err
 	}
-	req := control.WriteFileRequest{Path: path, Mode: mode &^ writeMakeParents, MakeParents: mode&writeMakeParents != 0, Owner: owner}
-	_, err = sb.WriteFileWith(context.Background(), req, bytes.NewReader(data))
+	opts := gvx.WriteOptions{Mode: fs.FileMode(mode &^ writeMakeParents), MakeParents: mode&writeMakeParents != 0, Owner: owner}
+	_, err = sb.WriteFile(context.Background(), path, bytes.NewReader(data), opts)
 	return err
 }
 

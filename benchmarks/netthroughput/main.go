@@ -100,7 +100,7 @@ func main() {
 		fail(err)
 	}
 	defer sb.Close()
-	if err := sb.WriteFile(ctx, "/nettool", tool, 0o755); err != nil {
+	if _, err := sb.WriteFile(ctx, "/nettool", strings.NewReader(string(tool)), gvx.WriteOptions{Mode: 0o755}); err != nil {
 		fail(err)
 	}
 	guestCtx, stopGuest := context.WithCancel(ctx)

@@ -134,7 +134,7 @@ func benchUntar() error {
 	if err != nil {
 		return err
 	}
-	if err := sb.WriteFile(ctx, "/tmp/tree.tar", data, 0o644); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/tree.tar", bytes.NewReader(data), gvx.WriteOptions{Mode: 0o644}); err != nil {
 		return err
 	}
 	data = nil
@@ -257,7 +257,7 @@ func benchMetadata() error {
 		return err
 	}
 	defer sb.Close()
-	if err := sb.WriteFile(ctx, "/tmp/fstool", tool, 0o755); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/fstool", bytes.NewReader(tool), gvx.WriteOptions{Mode: 0o755}); err != nil {
 		return err
 	}
 	fmt.Println("## Metadata: create, stat, unlink of N entries in one directory (ops/s, one guest process)")

@@ -20,19 +20,21 @@ import (
 	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
+// CopyOptions tune CopyIn and UploadDir.
+type CopyOptions struct {
+	// Owner, if set, owns every entry made, instead of the archive's
+	// owners (CopyIn) or root (UploadDir), and the missing directories
+	// made on the way, instead of root: "uid[:gid]" or "name[:group]",
+	// resolved as ExecOptions.User is.
+	Owner string
+}
+
 // CopyIn extracts the tar stream r into the guest directory dir, which is
 // created with its parents if missing, as `docker cp - CONTAINER:DIR`
 // does. Entries keep the archive's modes, owners and times. The sandbox
 // extracts it itself: the image needs no tar.
-func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (control.CopyResult, error) {
-	return sb.CopyInWith(ctx, control.CopyInRequest{Path: dir}, r)
-}
-
-// CopyInWith is CopyIn with every option of the protocol's request, such
-// as Owner (who every entry, and every directory made on the way, belongs
-// to instead of the archive's owners). req.Path is the guest directory.
-func (sb *Sandbox) CopyInWith(ctx context.Context, req control.CopyInRequest, r io.Reader) (control.CopyResult, error) {
-	res, err := sb.client.CopyIn(ctx, req, r)
+func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader, opts CopyOptions) (control.CopyResult, error) {
+	res, err := sb.client.CopyIn(ctx, control.CopyInRequest{Path: dir, Owner: opts.Owner}, r)
 	return res, sb.callError(err)
 }
 
@@ -49,25 +51,18 @@ func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (contr
 // UploadDir copies the contents of the host directory hostDir into the
 // guest directory guestDir (created if missing), like `rsync -a
 // hostDir/ guestDir/` without deletions. Files belong to root in the guest
-// and keep their permission bits (set-user-ID and set-group-ID too) and
-// modification times; symlinks are copied as symlinks with their times;
-// hard links within hostDir stay hard links, and a file's holes stay
-// holes without being sent. A device, FIFO or socket in hostDir is
-// refused before anything is copied.
-func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (control.CopyResult, error) {
-	return sb.UploadDirWith(ctx, hostDir, control.CopyInRequest{Path: guestDir})
-}
-
-// UploadDirWith is UploadDir into the guest directory req.Path with every
-// option of the protocol's copy_in request, such as Owner: who the files,
-// and the directories made on the way, belong to instead of root.
-func (sb *Sandbox) UploadDirWith(ctx context.Context, hostDir string, req control.CopyInRequest) (control.CopyResult, error) {
+// (or opts.Owner) and keep their permission bits (set-user-ID and
+// set-group-ID too) and modification times; symlinks are copied as
+// symlinks with their times; hard links within hostDir stay hard links,
+// and a file's holes stay holes without being sent. A device, FIFO or
+// socket in hostDir is refused before anything is copied.
+func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string, opts CopyOptions) (control.CopyResult, error) {
 	st, err := os.Stat(hostDir)
 	if err != nil {
 		return control.CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
 	}
 	if !st.IsDir() {
-		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFileFrom", hostDir)
+		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFile or Upload", hostDir)
 	}
 	// A tree that cannot be sent is refused before anything reaches the
 	// sandbox; only a file that changes or fails to read while it is
@@ -77,7 +72,7 @@ func (sb *Sandbox) UploadDirWith(ctx context.Context, hostDir string, req contro
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarHostDir(hostDir, pw)) }()
-	res, err := sb.CopyInWith(ctx, req, pr)
+	res, err := sb.CopyIn(ctx, guestDir, pr, opts)
 	// Stops the archiver if the sandbox gave up first.
 	pr.CloseWithError(errors.New("the sandbox stopped reading"))
 	return res, err
@@ -97,10 +92,10 @@ type UploadOptions struct {
 }
 
 // Upload copies the host file or directory hostPath into the sandbox: a
-// regular file to the file guestPath, as WriteFileWith writes it (whole or
+// regular file to the file guestPath, as WriteFile writes it (whole or
 // not at all) with the host file's permission bits unless opts.Mode says
 // otherwise; a directory's contents into the directory guestPath, as
-// UploadDirWith copies them. A host file that cannot be read, or is not a
+// UploadDir copies them. A host file that cannot be read, or is not a
 // regular file or a directory, is an invalid argument, and nothing is
 // written.
 func (sb *Sandbox) Upload(ctx context.Context, hostPath, guestPath string, opts UploadOptions) error {
@@ -111,7 +106,7 @@ func (sb *Sandbox) Upload(ctx context.Context, hostPath, guestPath string, opts 
 		if opts.Mode != nil {
 			return control.Errorf(control.CodeInvalid, "mode %#o is for a file, and %s is a directory, whose files keep their own: leave it unset", uint32(*opts.Mode), hostPath)
 		}
-		_, err := sb.UploadDirWith(ctx, hostPath, control.CopyInRequest{Path: guestPath, Owner: opts.Owner})
+		_, err := sb.UploadDir(ctx, hostPath, guestPath, CopyOptions{Owner: opts.Owner})
 		return err
 	}
 	f, err := os.Open(hostPath)
@@ -130,7 +125,7 @@ func (sb *Sandbox) Upload(ctx context.Context, hostPath, guestPath string, opts 
 	if opts.Mode != nil {
 		perm = opts.Mode.Perm()
 	}
-	_, err = sb.WriteFileWith(ctx, control.WriteFileRequest{Path: guestPath, Mode: uint32(perm), Owner: opts.Owner}, f)
+	_, err = sb.WriteFile(ctx, guestPath, f, WriteOptions{Mode: perm, Owner: opts.Owner})
 	if se := (*control.SourceError)(nil); errors.As(err, &se) {
 		return control.Errorf(control.CodeInvalid, "host file %s could not be read, so nothing was written: %v", hostPath, se.Err)
 	}

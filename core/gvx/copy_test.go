@@ -38,7 +38,7 @@ func TestUploadAndDownloadDir(t *testing.T) {
 	os.Chmod(filepath.Join(src, "run.sh"), 0o755)
 	os.Symlink("pkg/mod.py", filepath.Join(src, "mod-link"))
 
-	res, err := sb.UploadDir(ctx, src, "/workspace/repo")
+	res, err := sb.UploadDir(ctx, src, "/workspace/repo", CopyOptions{})
 	if err != nil {
 		t.Fatalf("UploadDir: %v", err)
 	}
@@ -88,7 +88,7 @@ func TestUploadAndDownloadDir(t *testing.T) {
 		t.Errorf("DownloadFile of a directory succeeded")
 	}
 
-	if _, err := sb.UploadDir(ctx, filepath.Join(src, "README"), "/x"); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := sb.UploadDir(ctx, filepath.Join(src, "README"), "/x", CopyOptions{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("UploadDir of a file: %v", err)
 	}
 	if _, err := sb.DownloadDir(ctx, "/etc/passwd", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
@@ -144,9 +144,9 @@ func TestFileOwners(t *testing.T) {
 		"65534:nogroup": "65534:65534",
 	} {
 		name := "/tmp/owned-by-" + strings.ReplaceAll(owner, ":", "-")
-		info, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: name, Mode: 0o640, Owner: owner}, strings.NewReader("x"))
+		info, err := sb.WriteFile(ctx, name, strings.NewReader("x"), WriteOptions{Mode: 0o640, Owner: owner})
 		if err != nil {
-			t.Errorf("WriteFileWith owner %q: %v", owner, err)
+			t.Errorf("WriteFile owner %q: %v", owner, err)
 			continue
 		}
 		if got := fmt.Sprintf("%d:%d", info.UID, info.GID); got != want || info.Mode&0o7777 != 0o640 {
@@ -157,7 +157,7 @@ func TestFileOwners(t *testing.T) {
 		"ghost":         `user "ghost" is not in the image's /etc/passwd`,
 		"nobody:ghosts": `group "ghosts" is not in the image's /etc/group`,
 	} {
-		_, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/tmp/ghost", Owner: owner}, strings.NewReader("x"))
+		_, err := sb.WriteFile(ctx, "/tmp/ghost", strings.NewReader("x"), WriteOptions{Owner: owner})
 		if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("owner %q: %v, want an invalid argument saying %q", owner, err, want)
 		}
@@ -171,11 +171,11 @@ func TestFileOwners(t *testing.T) {
 	os.MkdirAll(filepath.Join(src, "pkg"), 0o755)
 	os.WriteFile(filepath.Join(src, "pkg", "mod.py"), []byte("x = 1\n"), 0o644)
 	os.Symlink("pkg/mod.py", filepath.Join(src, "link"))
-	if _, err := sb.UploadDirWith(ctx, src, control.CopyInRequest{Path: "/home/agent/repo", Owner: "nobody"}); err != nil {
-		t.Fatalf("UploadDirWith: %v", err)
+	if _, err := sb.UploadDir(ctx, src, "/home/agent/repo", CopyOptions{Owner: "nobody"}); err != nil {
+		t.Fatalf("UploadDir: %v", err)
 	}
-	if _, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/home/agent/notes/todo", MakeParents: true, Owner: "nobody"}, strings.NewReader("x")); err != nil {
-		t.Fatalf("WriteFileWith MakeParents: %v", err)
+	if _, err := sb.WriteFile(ctx, "/home/agent/notes/todo", strings.NewReader("x"), WriteOptions{MakeParents: true, Owner: "nobody"}); err != nil {
+		t.Fatalf("WriteFile MakeParents: %v", err)
 	}
 	got := sh(t, sb, `cd /home && stat -c '%n %u:%g' agent agent/repo agent/repo/pkg agent/repo/pkg/mod.py agent/repo/link agent/notes agent/notes/todo && ls -ln agent/repo | tail -n +2 | awk '{print $3":"$4, $NF}'`, nil)
 	want := "agent 65534:65534\nagent/repo 65534:65534\nagent/repo/pkg 65534:65534\nagent/repo/pkg/mod.py 65534:65534\nagent/repo/link 65534:65534\nagent/notes 65534:65534\nagent/notes/todo 65534:65534\n" +
@@ -249,7 +249,7 @@ func TestCopyKeepsLinksHolesAndTimes(t *testing.T) {
 	if sent.n > 1<<20 {
 		t.Errorf("an upload of 50 MiB with 8 KiB of data sends %d bytes", sent.n)
 	}
-	if _, err := sb.UploadDir(ctx, src, "/data/t"); err != nil {
+	if _, err := sb.UploadDir(ctx, src, "/data/t", CopyOptions{}); err != nil {
 		t.Fatalf("UploadDir: %v", err)
 	}
 	got := sh(t, sb, `cd /data/t && stat -c '%i %h' d/a b && stat -c '%n %Y' l d sparse && stat -c '%a' suid && stat -c '%b' sparse && md5sum < sparse && cp -a /data/t /tmp/t`, nil)
@@ -398,9 +398,10 @@ func TestUploadChoosesFileOrDirectory(t *testing.T) {
 			t.Errorf("Upload of %s %+v: %v; want an invalid argument saying %q", c.host, c.opts, err, c.want)
 		}
 	}
-	// WriteFileWith refuses such a mode too, where the sandbox would mask it.
-	if _, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/tmp/refused", Mode: 0o10644}, strings.NewReader("x")); !control.IsCode(err, control.CodeInvalid) {
-		t.Errorf("WriteFileWith of mode 010644: %v; want an invalid argument", err)
+	// WriteFile refuses a mode with bits beyond 07777, where the sandbox
+	// would mask them.
+	if _, err := sb.WriteFile(ctx, "/tmp/refused", strings.NewReader("x"), WriteOptions{Mode: 0o10644}); !control.IsCode(err, control.CodeInvalid) {
+		t.Errorf("WriteFile of mode 010644: %v; want an invalid argument", err)
 	}
 	if _, err := sb.Stat(ctx, "/tmp/refused"); !control.IsCode(err, control.CodeNotFound) {
 		t.Errorf("a refused upload left /tmp/refused: %v", err)

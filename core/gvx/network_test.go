@@ -1,6 +1,7 @@
 package gvx
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -107,7 +108,7 @@ func TestNATUDPAndTCPThroughTheSDK(t *testing.T) {
 	cfg.AllowNet = []string{fmt.Sprintf("10.0.2.2:%d", udpEcho.Port()), fmt.Sprintf("10.0.2.2:%d", tcpEcho.Port())}
 	sb := newSandbox(t, cfg)
 	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/nettool", bytes.NewReader(nettoolBinary(t)), WriteOptions{Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
 	res := sh(t, sb, fmt.Sprintf("/tmp/nettool udp 10.0.2.2:%d hello", udpEcho.Port()), nil)
@@ -139,7 +140,7 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 		t.Fatalf("Info().Ports = %+v, want the four as bound, the last with the port the host chose", ports)
 	}
 	chosen := ports[3].HostPort
-	if err := sb.WriteFile(context.Background(), "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
+	if _, err := sb.WriteFile(context.Background(), "/tmp/nettool", bytes.NewReader(nettoolBinary(t)), WriteOptions{Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
 	go sb.Exec(context.Background(), []string{"/tmp/nettool", "echo", "2375"}, nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -486,35 +487,45 @@ func (sb *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteFile creates or replaces a file in the sandbox. The file appears
+// WriteOptions tune WriteFile.
+type WriteOptions struct {
+	// Mode is the file's permission bits, 0 to 07777, of which the
+	// sandbox applies 0777 (set-user-ID, set-group-ID and sticky bits are
+	// not applied; UploadDir and CopyIn carry them). 0: 0644.
+	Mode fs.FileMode
+	// MakeParents creates missing parent directories (mode 0755).
+	MakeParents bool
+	// Owner is who the file, and the directories MakeParents makes,
+	// belong to instead of root: "uid[:gid]" or "name[:group]", resolved
+	// as ExecOptions.User is.
+	Owner string
+}
+
+// WriteFile creates or replaces the file path in the sandbox with what r
+// holds until EOF, streamed, so that a file of any size (a `docker save`
+// archive) passes through without being held in memory. The file appears
 // whole or not at all: the sandbox writes a hidden file beside path and
 // renames it over path once all of the content arrived, so a failed write
 // (a full sandbox, a source that broke) leaves path as it was, and
 // replacing a file needs room for both until the new one is complete. An
-// existing file is replaced by a new one with mode perm: its mode, owner
+// existing file is replaced by a new one with opts.Mode: its mode, owner
 // and other hard links do not carry over. A symlink at path is followed.
-func (sb *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm os.FileMode) error {
-	return sb.WriteFileFrom(ctx, path, bytes.NewReader(data), perm)
-}
-
-// WriteFileFrom is WriteFile with the content streamed from r until EOF,
-// so a file of any size (a `docker save` archive) passes through without
-// being held in memory.
-func (sb *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, perm os.FileMode) error {
-	_, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm())}, r)
-	return sb.callError(err)
-}
-
-// WriteFileWith is WriteFileFrom with every option of the protocol's
-// request, such as MakeParents (create missing directories, mode 0755) and
-// Owner (who the file and those directories belong to instead of root).
-// req.Mode is permission bits, 0 to 07777 (0 is 0644).
-func (sb *Sandbox) WriteFileWith(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
-	if req.Mode&^0o7777 != 0 {
-		return control.FileInfo{}, control.Errorf(control.CodeInvalid, "mode %#o has bits beyond the permission bits (07777)", req.Mode)
+func (sb *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteOptions) (control.FileInfo, error) {
+	mode, err := unixMode(opts.Mode)
+	if err != nil {
+		return control.FileInfo{}, err
 	}
-	info, err := sb.client.WriteFile(ctx, req, r)
+	info, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: mode, MakeParents: opts.MakeParents, Owner: opts.Owner}, r)
 	return info, sb.callError(err)
+}
+
+// unixMode returns m as the protocol takes it, or an invalid argument
+// error if m has bits beyond 07777.
+func unixMode(m fs.FileMode) (uint32, error) {
+	if m&^0o7777 != 0 {
+		return 0, control.Errorf(control.CodeInvalid, "mode %#o has bits beyond the permission bits (07777)", uint32(m))
+	}
+	return uint32(m), nil
 }
 
 // Stat describes a file in the sandbox.

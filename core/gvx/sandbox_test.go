@@ -371,7 +371,7 @@ func (w *heldWriter) Write(p []byte) (int, error) {
 func TestASlowOutputWriterStallsOnlyItsExec(t *testing.T) {
 	sb := newSandbox(t, config())
 	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/tmp/note", []byte("note"), 0o644); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/note", strings.NewReader("note"), WriteOptions{Mode: 0o644}); err != nil {
 		t.Fatal(err)
 	}
 	// More output than the sandbox may send ahead of the writer, so that
@@ -434,7 +434,7 @@ func TestFiles(t *testing.T) {
 	sb := newSandbox(t, config())
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("gvx\n"), 300000)
-	if err := sb.WriteFile(ctx, "/tmp/data.txt", data, 0o640); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/data.txt", bytes.NewReader(data), WriteOptions{Mode: 0o640}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := sb.ReadFile(ctx, "/tmp/data.txt")
@@ -448,8 +448,8 @@ func TestFiles(t *testing.T) {
 	// was: the sandbox is told the stream was cut short, and drops what
 	// it had written.
 	broken := io.MultiReader(bytes.NewReader(data[:400000]), iotest.ErrReader(errors.New("the source broke")))
-	if err := sb.WriteFileFrom(ctx, "/tmp/data.txt", broken, 0o600); err == nil || !strings.Contains(err.Error(), "the source broke") {
-		t.Errorf("WriteFileFrom of a failing source: %v", err)
+	if _, err := sb.WriteFile(ctx, "/tmp/data.txt", broken, WriteOptions{Mode: 0o600}); err == nil || !strings.Contains(err.Error(), "the source broke") {
+		t.Errorf("WriteFile of a failing source: %v", err)
 	}
 	if got, err := sb.ReadFile(ctx, "/tmp/data.txt"); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("after a failed write, read back %d bytes, %v; want the %d written before", len(got), err, len(data))
