@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/gvx"
 	"z.gfire.dev/gvx/core/spec"
 )
@@ -70,14 +69,14 @@ func sandboxReset(h uint64) error {
 }
 
 type sandboxInfoJSON struct {
-	ID       string                  `json:"id"`
-	PID      int                     `json:"pid"`
-	Image    string                  `json:"image"`
-	Hostname string                  `json:"hostname"`
-	Platform string                  `json:"platform"`
-	Spinning bool                    `json:"spinning"`
-	Rungv    string                  `json:"rungv"`
-	Ports    []control.PublishedPort `json:"ports"`
+	ID       string              `json:"id"`
+	PID      int                 `json:"pid"`
+	Image    string              `json:"image"`
+	Hostname string              `json:"hostname"`
+	Platform string              `json:"platform"`
+	Spinning bool                `json:"spinning"`
+	Rungv    string              `json:"rungv"`
+	Ports    []gvx.PublishedPort `json:"ports"`
 }
 
 func sandboxInfo(h uint64) (string, error) {
@@ -88,7 +87,7 @@ func sandboxInfo(h uint64) (string, error) {
 	i := sb.Info()
 	ports := i.Ports
 	if ports == nil {
-		ports = []control.PublishedPort{}
+		ports = []gvx.PublishedPort{}
 	}
 	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Spinning, i.Rungv, ports}), nil
 }

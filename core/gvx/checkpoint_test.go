@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"z.gfire.dev/gvx/core/control"
 )
 
 // TestCheckpointRestore saves a sandbox whose guest holds state in memory
@@ -79,8 +77,8 @@ func TestCheckpointRefusesRunningExec(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	_, err := sb.Checkpoint(ctx, filepath.Join(t.TempDir(), "x.snap"), CheckpointOptions{})
-	var ce *control.Error
-	if !errors.As(err, &ce) || ce.Code != control.CodeInvalid || !strings.Contains(err.Error(), "wait for them or kill them") {
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Code != CodeInvalid || !strings.Contains(err.Error(), "wait for them or kill them") {
 		t.Fatalf("Checkpoint with an exec running: %v; want an invalid-argument error saying what to do", err)
 	}
 	sb.Close()

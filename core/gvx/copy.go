@@ -33,7 +33,7 @@ type CopyOptions struct {
 // created with its parents if missing, as `docker cp - CONTAINER:DIR`
 // does. Entries keep the archive's modes, owners and times. The sandbox
 // extracts it itself: the image needs no tar.
-func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader, opts CopyOptions) (control.CopyResult, error) {
+func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader, opts CopyOptions) (CopyResult, error) {
 	res, err := sb.client.CopyIn(ctx, control.CopyInRequest{Path: dir, Owner: opts.Owner}, r)
 	return res, sb.callError(err)
 }
@@ -43,7 +43,7 @@ func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader, opts Cop
 // `docker cp CONTAINER:PATH -` does. w is written from the connection's
 // reader, so a slow w delays the sandbox's other answers: give a buffer or
 // a file.
-func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (control.CopyResult, error) {
+func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error) {
 	res, err := sb.client.CopyOut(ctx, path, w)
 	return res, sb.callError(err)
 }
@@ -56,19 +56,19 @@ func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (contr
 // symlinks with their times; hard links within hostDir stay hard links,
 // and a file's holes stay holes without being sent. A device, FIFO or
 // socket in hostDir is refused before anything is copied.
-func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string, opts CopyOptions) (control.CopyResult, error) {
+func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string, opts CopyOptions) (CopyResult, error) {
 	st, err := os.Stat(hostDir)
 	if err != nil {
-		return control.CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
+		return CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
 	}
 	if !st.IsDir() {
-		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFile or Upload", hostDir)
+		return CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFile or Upload", hostDir)
 	}
 	// A tree that cannot be sent is refused before anything reaches the
 	// sandbox; only a file that changes or fails to read while it is
 	// sent can leave the copy partial.
 	if err := checkUploadable(hostDir); err != nil {
-		return control.CopyResult{}, err
+		return CopyResult{}, err
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarHostDir(hostDir, pw)) }()
@@ -254,11 +254,11 @@ func tarHostFile(tw *sparsetar.Writer, hdr *tar.Header, p string, st *syscall.St
 // and set-group-ID, and their modification times; symlinks stay symlinks
 // with their times; hard links stay hard links and holes stay holes;
 // devices and FIFOs are left out.
-func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
+func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (CopyResult, error) {
 	if info, err := sb.Stat(ctx, guestDir); err != nil {
-		return control.CopyResult{}, err
+		return CopyResult{}, err
 	} else if !info.IsDir() {
-		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: download: %s in the sandbox is not a directory; copy a file with DownloadFile", guestDir)
+		return CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: download: %s in the sandbox is not a directory; copy a file with DownloadFile", guestDir)
 	}
 	return sb.downloadDir(ctx, guestDir, hostDir)
 }
@@ -278,12 +278,12 @@ func (sb *Sandbox) Download(ctx context.Context, guestPath, hostPath string) err
 }
 
 // downloadDir is DownloadDir once guestDir is known to be a directory.
-func (sb *Sandbox) downloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
+func (sb *Sandbox) downloadDir(ctx context.Context, guestDir, hostDir string) (CopyResult, error) {
 	// The archive is spooled to a file, not extracted while it arrives:
 	// extracting would hold up the connection's other answers.
 	spool, err := os.CreateTemp("", "gvx-download-*.tar")
 	if err != nil {
-		return control.CopyResult{}, fmt.Errorf("gvx: download: %w", err)
+		return CopyResult{}, fmt.Errorf("gvx: download: %w", err)
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()

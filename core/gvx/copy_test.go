@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -94,7 +93,7 @@ func TestUploadAndDownloadDir(t *testing.T) {
 	if _, err := sb.DownloadDir(ctx, "/etc/passwd", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("DownloadDir of a file: %v", err)
 	}
-	if _, err := sb.DownloadDir(ctx, "/no/such", t.TempDir()); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.DownloadDir(ctx, "/no/such", t.TempDir()); !IsCode(err, CodeNotFound) {
 		t.Errorf("DownloadDir of a missing directory: %v", err)
 	}
 }
@@ -158,11 +157,11 @@ func TestFileOwners(t *testing.T) {
 		"nobody:ghosts": `group "ghosts" is not in the image's /etc/group`,
 	} {
 		_, err := sb.WriteFile(ctx, "/tmp/ghost", strings.NewReader("x"), WriteOptions{Owner: owner})
-		if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), want) {
+		if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("owner %q: %v, want an invalid argument saying %q", owner, err, want)
 		}
 	}
-	if _, err := sb.Stat(ctx, "/tmp/ghost"); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.Stat(ctx, "/tmp/ghost"); !IsCode(err, CodeNotFound) {
 		t.Errorf("a write for an unknown owner made the file: %v", err)
 	}
 
@@ -394,16 +393,16 @@ func TestUploadChoosesFileOrDirectory(t *testing.T) {
 		{"/proc/self/mem", UploadOptions{}, "host file /proc/self/mem could not be read, so nothing was written"},
 	} {
 		err := sb.Upload(ctx, c.host, "/tmp/refused", c.opts)
-		if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), c.want) {
+		if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Upload of %s %+v: %v; want an invalid argument saying %q", c.host, c.opts, err, c.want)
 		}
 	}
 	// WriteFile refuses a mode with bits beyond 07777, where the sandbox
 	// would mask them.
-	if _, err := sb.WriteFile(ctx, "/tmp/refused", strings.NewReader("x"), WriteOptions{Mode: 0o10644}); !control.IsCode(err, control.CodeInvalid) {
+	if _, err := sb.WriteFile(ctx, "/tmp/refused", strings.NewReader("x"), WriteOptions{Mode: 0o10644}); !IsCode(err, CodeInvalid) {
 		t.Errorf("WriteFile of mode 010644: %v; want an invalid argument", err)
 	}
-	if _, err := sb.Stat(ctx, "/tmp/refused"); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.Stat(ctx, "/tmp/refused"); !IsCode(err, CodeNotFound) {
 		t.Errorf("a refused upload left /tmp/refused: %v", err)
 	}
 }

@@ -297,7 +297,7 @@ func (sb *Sandbox) kill() {
 }
 
 // Info describes the sandbox.
-func (sb *Sandbox) Info() control.SandboxInfo { return sb.client.Info() }
+func (sb *Sandbox) Info() SandboxInfo { return sb.client.Info() }
 
 // Config returns the configuration sb was started with. A fresh sandbox
 // from the same configuration, as an episode's reset wants, is
@@ -510,10 +510,10 @@ type WriteOptions struct {
 // replacing a file needs room for both until the new one is complete. An
 // existing file is replaced by a new one with opts.Mode: its mode, owner
 // and other hard links do not carry over. A symlink at path is followed.
-func (sb *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteOptions) (control.FileInfo, error) {
+func (sb *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteOptions) (FileInfo, error) {
 	mode, err := unixMode(opts.Mode)
 	if err != nil {
-		return control.FileInfo{}, err
+		return FileInfo{}, err
 	}
 	info, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: mode, MakeParents: opts.MakeParents, Owner: opts.Owner}, r)
 	return info, sb.callError(err)
@@ -529,13 +529,13 @@ func unixMode(m fs.FileMode) (uint32, error) {
 }
 
 // Stat describes a file in the sandbox.
-func (sb *Sandbox) Stat(ctx context.Context, path string) (control.FileInfo, error) {
+func (sb *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 	info, err := sb.client.Stat(ctx, path)
 	return info, sb.callError(err)
 }
 
 // Stats reports the sandbox's resource use.
-func (sb *Sandbox) Stats(ctx context.Context) (control.Stats, error) {
+func (sb *Sandbox) Stats(ctx context.Context) (Stats, error) {
 	st, err := sb.client.Stats(ctx)
 	return st, sb.callError(err)
 }

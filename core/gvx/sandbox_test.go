@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/lockdown"
@@ -465,7 +464,7 @@ func TestFiles(t *testing.T) {
 	if err != nil || info.Mode&0o111 == 0 || info.Size < 100000 {
 		t.Errorf("stat busybox: %+v %v", info, err)
 	}
-	if _, err := sb.ReadFile(ctx, "/no/such/file"); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.ReadFile(ctx, "/no/such/file"); !IsCode(err, CodeNotFound) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -499,7 +498,7 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("rungv %d still runs after Close", pid)
 	}
-	if _, err := sb.Exec(context.Background(), []string{"true"}, nil); !control.IsCode(err, control.CodeUnavailable) {
+	if _, err := sb.Exec(context.Background(), []string{"true"}, nil); !IsCode(err, CodeUnavailable) {
 		t.Errorf("exec after Close: %v", err)
 	}
 }
@@ -999,7 +998,7 @@ func TestSignalNumbers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, sig := range []syscall.Signal{0, -1, 65} {
-		if err := sb.Signal(ctx, sig); !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), "is not a signal number (1..64)") {
+		if err := sb.Signal(ctx, sig); !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "is not a signal number (1..64)") {
 			t.Errorf("Signal(%d): %v; want it refused as no signal", sig, err)
 		}
 	}
