@@ -6,42 +6,30 @@ import (
 	"z.gfire.dev/gvx/core/gvx"
 )
 
-// handle is what a sandbox handle names: the running sandbox and the
-// configuration it was started with (gvx_sandbox_reset starts it again).
-type handle struct {
-	sb  *gvx.Sandbox
-	cfg gvx.Config
-}
-
 // sandboxes maps the integer handles C callers hold to sandboxes. Handles
 // are never reused, so a stale handle is always GVX_E_CLOSED.
 var sandboxes = struct {
 	sync.Mutex
 	next uint64
-	m    map[uint64]handle
-}{m: make(map[uint64]handle)}
+	m    map[uint64]*gvx.Sandbox
+}{m: make(map[uint64]*gvx.Sandbox)}
 
-func addSandbox(sb *gvx.Sandbox, cfg gvx.Config) uint64 {
+func addSandbox(sb *gvx.Sandbox) uint64 {
 	sandboxes.Lock()
 	defer sandboxes.Unlock()
 	sandboxes.next++
-	sandboxes.m[sandboxes.next] = handle{sb, cfg}
+	sandboxes.m[sandboxes.next] = sb
 	return sandboxes.next
 }
 
-func getHandle(h uint64) (handle, error) {
+func getSandbox(h uint64) (*gvx.Sandbox, error) {
 	sandboxes.Lock()
 	defer sandboxes.Unlock()
-	hd, ok := sandboxes.m[h]
+	sb, ok := sandboxes.m[h]
 	if !ok {
-		return handle{}, &statusError{statusClosed, errClosedHandle(h)}
+		return nil, &statusError{statusClosed, errClosedHandle(h)}
 	}
-	return hd, nil
-}
-
-func getSandbox(h uint64) (*gvx.Sandbox, error) {
-	hd, err := getHandle(h)
-	return hd.sb, err
+	return sb, nil
 }
 
 // replaceSandbox points a handle at a new sandbox and returns the old one;
@@ -49,24 +37,24 @@ func getSandbox(h uint64) (*gvx.Sandbox, error) {
 func replaceSandbox(h uint64, sb *gvx.Sandbox) (*gvx.Sandbox, error) {
 	sandboxes.Lock()
 	defer sandboxes.Unlock()
-	hd, ok := sandboxes.m[h]
+	old, ok := sandboxes.m[h]
 	if !ok {
 		return nil, &statusError{statusClosed, errClosedHandle(h)}
 	}
-	sandboxes.m[h] = handle{sb, hd.cfg}
-	return hd.sb, nil
+	sandboxes.m[h] = sb
+	return old, nil
 }
 
 // takeSandbox removes a handle, so that no new call can use it.
 func takeSandbox(h uint64) (*gvx.Sandbox, error) {
 	sandboxes.Lock()
 	defer sandboxes.Unlock()
-	hd, ok := sandboxes.m[h]
+	sb, ok := sandboxes.m[h]
 	if !ok {
 		return nil, &statusError{statusClosed, errClosedHandle(h)}
 	}
 	delete(sandboxes.m, h)
-	return hd.sb, nil
+	return sb, nil
 }
 
 type errClosedHandle uint64

@@ -16,8 +16,8 @@ import (
 	"io/fs"
 	"strings"
 
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 	"z.gfire.dev/gvx/core/store"
 )
 
@@ -69,19 +69,19 @@ func statusOf(err error) int {
 		return statusUnavailable
 	case errors.Is(err, context.Canceled):
 		return statusCanceled
-	case errors.Is(err, context.DeadlineExceeded), control.IsCode(err, control.CodeTimeout):
+	case errors.Is(err, context.DeadlineExceeded), gvx.IsCode(err, gvx.CodeTimeout):
 		return statusTimeout
-	case control.IsCode(err, control.CodeNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+	case gvx.IsCode(err, gvx.CodeNotFound), errors.Is(err, store.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return statusNotFound
-	case control.IsCode(err, control.CodeInvalid):
+	case gvx.IsCode(err, gvx.CodeInvalid), errors.As(err, new(*spec.FieldError)):
 		return statusInvalid
-	case control.IsCode(err, control.CodePermission):
+	case gvx.IsCode(err, gvx.CodePermission):
 		return statusPermission
-	case control.IsCode(err, control.CodeUnavailable):
+	case gvx.IsCode(err, gvx.CodeUnavailable):
 		return statusUnavailable
-	case control.IsCode(err, control.CodeNoSpace):
+	case gvx.IsCode(err, gvx.CodeNoSpace):
 		return statusNoSpace
-	case errors.As(err, new(*control.SourceError)):
+	case errors.As(err, new(*gvx.SourceError)):
 		// The caller's file could not be read (an I/O error, a file that
 		// is not what it claimed): an argument's fault, not gvx's.
 		return statusInvalid

@@ -5,93 +5,19 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
+	"io/fs"
 	"os"
 	"syscall"
-	"time"
 
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/gvx"
 	"z.gfire.dev/gvx/core/spec"
 )
 
-// sandboxConfig is gvx_sandbox_new's config_json: the sandbox's spec and
-// how to start it.
-type sandboxConfig struct {
-	spec.Sandbox
-	Rungv    string `json:"rungv"`
-	Cache    string `json:"cache"`
-	Insecure bool   `json:"insecure"`
-}
-
-// toGo checks the spec (spec.Sandbox.Validate, which names the field)
-// and converts it to the SDK's configuration.
-func (c *sandboxConfig) toGo() (gvx.Config, error) {
-	sp := &c.Sandbox
-	if err := sp.Validate(); err != nil {
-		return gvx.Config{}, invalid("config: %v", err)
-	}
-	cfg := gvx.Config{
-		OCIImage:   sp.Image,
-		Cmd:        sp.Cmd,
-		Envv:       sp.Env,
-		WorkingDir: sp.Workdir,
-		User:       sp.User,
-		Hostname:   sp.Hostname,
-		KeepAlive:  sp.KeepAlive,
-		Restore:    sp.Restore,
-		Resources: gvx.Resources{
-			MemoryBytes: sp.Memory,
-			// Clamped so that the conversion cannot overflow; rungv
-			// refuses counts past its maximum, naming it.
-			CPUMillis: int(math.Min(sp.CPUs, 1<<20) * 1000),
-			CPUSet:    sp.CPUSet,
-			PidsLimit: sp.PidsLimit,
-		},
-		Timeout:                time.Duration(sp.Timeout),
-		AllowNet:               sp.AllowNet,
-		HostLoopback:           sp.HostLoopback,
-		NetRaw:                 sp.NetRaw,
-		NFTables:               sp.NFTables,
-		AllowPacketSocketWrite: sp.AllowPacketSocketWrite,
-		AllowSUID:              sp.AllowSUID,
-		Rungv:                  c.Rungv,
-		Cache:                  c.Cache,
-		Insecure:               c.Insecure,
-	}
-	if sp.Entrypoint != nil {
-		cfg.Entrypoint, cfg.EntrypointSet = *sp.Entrypoint, true
-	}
-	if sp.Platform != "auto" {
-		cfg.Platform = gvx.Platform(sp.Platform)
-	}
-	switch {
-	case sp.Spin == nil:
-		cfg.Spin = gvx.SpinAuto
-	case *sp.Spin:
-		cfg.Spin = gvx.SpinOn
-	default:
-		cfg.Spin = gvx.SpinOff
-	}
-	if sp.Network == spec.NetworkNAT {
-		cfg.NetworkMode = gvx.NetModeNAT
-	}
-	for _, p := range sp.Ports {
-		cfg.Ports = append(cfg.Ports, gvx.PortMapping{HostPath: p.HostPath, HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol})
-	}
-	for _, m := range sp.Mounts {
-		cfg.Mounts = append(cfg.Mounts, gvx.Mount{Kind: gvx.MountVolume, ImagePath: m.Source, GuestPath: m.Target, ReadOnly: m.ReadOnly})
-	}
-	return cfg, nil
-}
-
 func sandboxNew(configJSON string) (uint64, error) {
-	var c sandboxConfig
-	if err := decodeJSON("config", configJSON, &c); err != nil {
-		return 0, err
-	}
-	cfg, err := c.toGo()
-	if err != nil {
+	// gvx_sandbox_new's config_json is the SDK's Config: the sandbox's
+	// spec and how to start it, with the same keys.
+	var cfg gvx.Config
+	if err := decodeJSON("config", configJSON, &cfg); err != nil {
 		return 0, err
 	}
 	// The sandbox's own output, if any, goes where the caller's goes.
@@ -100,14 +26,16 @@ func sandboxNew(configJSON string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return addSandbox(sb, cfg), nil
+	return addSandbox(sb), nil
 }
 
+// startSandbox starts a sandbox; a failure is GVX_E_START but for a spec
+// the SDK refused, which is the caller's argument at fault.
 func startSandbox(cfg gvx.Config) (*gvx.Sandbox, error) {
 	sb, err := gvx.New(context.Background(), cfg)
 	if err != nil {
 		var se *statusError
-		if errors.As(err, &se) {
+		if errors.As(err, &se) || errors.As(err, new(*spec.FieldError)) {
 			return nil, err
 		}
 		return nil, &statusError{statusStart, err}
@@ -117,18 +45,18 @@ func startSandbox(cfg gvx.Config) (*gvx.Sandbox, error) {
 
 // sandboxReset starts a fresh sandbox from the handle's configuration and
 // closes the old one: the root filesystem's writes and every process are
-// gone; volumes keep what was written to them.
+// gone; volumes keep what was written to them. The fresh one starts
+// first, so that a failed start leaves the handle as it was.
 func sandboxReset(h uint64) error {
-	hd, err := getHandle(h)
+	old, err := getSandbox(h)
 	if err != nil {
 		return err
 	}
-	fresh, err := startSandbox(hd.cfg)
+	fresh, err := startSandbox(old.Config())
 	if err != nil {
 		return err
 	}
-	old, err := replaceSandbox(h, fresh)
-	if err != nil {
+	if old, err = replaceSandbox(h, fresh); err != nil {
 		fresh.Close()
 		return err
 	}
@@ -140,14 +68,14 @@ func sandboxReset(h uint64) error {
 }
 
 type sandboxInfoJSON struct {
-	ID       string                  `json:"id"`
-	PID      int                     `json:"pid"`
-	Image    string                  `json:"image"`
-	Hostname string                  `json:"hostname"`
-	Platform string                  `json:"platform"`
-	Spinning bool                    `json:"spinning"`
-	Rungv    string                  `json:"rungv"`
-	Ports    []control.PublishedPort `json:"ports"`
+	ID       string              `json:"id"`
+	PID      int                 `json:"pid"`
+	Image    string              `json:"image"`
+	Hostname string              `json:"hostname"`
+	Platform string              `json:"platform"`
+	Spinning bool                `json:"spinning"`
+	Rungv    string              `json:"rungv"`
+	Ports    []gvx.PublishedPort `json:"ports"`
 }
 
 func sandboxInfo(h uint64) (string, error) {
@@ -158,7 +86,7 @@ func sandboxInfo(h uint64) (string, error) {
 	i := sb.Info()
 	ports := i.Ports
 	if ports == nil {
-		ports = []control.PublishedPort{}
+		ports = []gvx.PublishedPort{}
 	}
 	return encodeJSON(sandboxInfoJSON{i.ID, sb.PID(), i.Image, i.Hostname, i.Platform, i.Spinning, i.Rungv, ports}), nil
 }
@@ -280,56 +208,25 @@ func sandboxWriteFile(h uint64, path string, data []byte, mode uint32, owner str
 	if err != nil {
 		return err
 	}
-	makeParents := mode&writeMakeParents != 0
-	mode &^= writeMakeParents
-	if mode&^0o7777 != 0 {
-		return invalid("mode %#o has bits beyond the permission bits (07777) and GVX_WRITE_MAKE_PARENTS", mode)
-	}
-	if mode == 0 {
-		mode = 0o644
-	}
-	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: mode, MakeParents: makeParents, Owner: owner}, bytes.NewReader(data))
+	opts := gvx.WriteOptions{Mode: fs.FileMode(mode &^ writeMakeParents), MakeParents: mode&writeMakeParents != 0, Owner: owner}
+	_, err = sb.WriteFile(context.Background(), path, bytes.NewReader(data), opts)
 	return err
 }
 
-// sandboxUpload streams the host file hostPath into the sandbox at path.
-// mode < 0 keeps the host file's permission bits; owner "" is root.
+// sandboxUpload streams the host file or directory hostPath into the
+// sandbox at path. mode < 0 keeps the host file's permission bits; owner
+// "" is root.
 func sandboxUpload(h uint64, hostPath, path string, mode int32, owner string) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
 	}
-	if mode > 0o7777 {
-		return invalid("mode %#o has bits beyond the permission bits (07777); give -1 to keep the host file's", mode)
+	opts := gvx.UploadOptions{Owner: owner}
+	if mode >= 0 {
+		m := fs.FileMode(mode)
+		opts.Mode = &m
 	}
-	if st, err := os.Stat(hostPath); err == nil && st.IsDir() {
-		if mode >= 0 {
-			return invalid("mode %#o is for a file, and %s is a directory: give -1, its files keep their own", mode, hostPath)
-		}
-		_, err := sb.UploadDirWith(context.Background(), hostPath, control.CopyInRequest{Path: path, Owner: owner})
-		return err
-	}
-	f, err := os.Open(hostPath)
-	if err != nil {
-		return invalid("host file %s: %v", hostPath, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return invalid("host file %s is not a regular file", hostPath)
-	}
-	perm := os.FileMode(mode)
-	if mode < 0 {
-		perm = st.Mode().Perm() | st.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky)
-	}
-	_, err = sb.WriteFileWith(context.Background(), control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm()), Owner: owner}, f)
-	if se := (*control.SourceError)(nil); errors.As(err, &se) {
-		return invalid("host file %s could not be read, so nothing was written: %v", hostPath, se.Err)
-	}
-	return err
+	return sb.Upload(context.Background(), hostPath, path, opts)
 }
 
 func sandboxDownload(h uint64, path, hostPath string) error {
@@ -359,9 +256,6 @@ func sandboxSignal(h uint64, sig int) error {
 	sb, err := getSandbox(h)
 	if err != nil {
 		return err
-	}
-	if sig <= 0 || sig > 64 {
-		return invalid("signal %d is not a signal number (1..64)", sig)
 	}
 	return sb.Signal(context.Background(), syscall.Signal(sig))
 }

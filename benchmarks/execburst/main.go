@@ -24,6 +24,7 @@ import (
 
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 var (
@@ -55,7 +56,7 @@ func main() {
 	ctx := context.Background()
 	sbs := make([]*gvx.Sandbox, len(bins))
 	for i, b := range bins {
-		sb, err := gvx.New(ctx, gvx.Config{OCIImage: *image, Rungv: b, Cache: *cache, KeepAlive: true})
+		sb, err := gvx.New(ctx, gvx.Config{Sandbox: spec.Sandbox{Image: *image, KeepAlive: true}, Rungv: b, Cache: *cache})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "execburst: starting a sandbox with %s: %v\n", b, err)
 			os.Exit(1)

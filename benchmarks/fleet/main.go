@@ -23,6 +23,7 @@ import (
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	fleetpkg "z.gfire.dev/gvx/benchmarks/internal/fleet"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 var (
@@ -33,7 +34,7 @@ var (
 	booters = flag.Int("boot", 32, "sandboxes booting at once")
 	runs    = flag.Int("runs", 5, "fleets booted, one after another")
 	stall   = flag.Duration("stall", 5*time.Second, "an exec slower than this counts as a stall")
-	pin     = flag.Bool("pin", false, "pin sandbox i to the i-th CPU this process may use, round robin (Resources.CPUSet)")
+	pin     = flag.Bool("pin", false, "pin sandbox i to the i-th CPU this process may use, round robin (spec.Sandbox.CPUSet)")
 )
 
 // cpus are the CPUs that -pin spreads the sandboxes over.
@@ -70,7 +71,7 @@ func main() {
 
 func fleet(r int) error {
 	cfg := fleetpkg.Config{
-		Sandbox:  gvx.Config{OCIImage: *image, Rungv: *rungv, KeepAlive: true},
+		Sandbox:  gvx.Config{Sandbox: spec.Sandbox{Image: *image, KeepAlive: true}, Rungv: *rungv},
 		N:        *n,
 		Booters:  *booters,
 		InFlight: *c,

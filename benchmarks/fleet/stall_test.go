@@ -17,6 +17,7 @@ import (
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	fleetpkg "z.gfire.dev/gvx/benchmarks/internal/fleet"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 	"z.gfire.dev/gvx/internal/battery"
 )
 
@@ -59,7 +60,7 @@ func TestBatteryFleetStalls(t *testing.T) {
 	defer close(stopSampling)
 	go history.sample(time.Second, stopSampling)
 	cfg := fleetpkg.Config{
-		Sandbox:  gvx.Config{OCIImage: strings.TrimSpace(string(out)), Rungv: rungvBin, Cache: filepath.Join(dir, "cache"), KeepAlive: true},
+		Sandbox:  gvx.Config{Sandbox: spec.Sandbox{Image: strings.TrimSpace(string(out)), KeepAlive: true}, Rungv: rungvBin, Cache: filepath.Join(dir, "cache")},
 		N:        n,
 		Booters:  32,
 		InFlight: 16,

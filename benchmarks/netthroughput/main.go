@@ -30,6 +30,7 @@ import (
 
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 var (
@@ -82,21 +83,24 @@ func main() {
 	}
 	ctx := context.Background()
 	sb, err := gvx.New(ctx, gvx.Config{
-		OCIImage: *image, Rungv: *rungv, Cache: *cache, KeepAlive: true,
-		NetworkMode: gvx.NetModeNAT, HostLoopback: true,
-		Ports: []gvx.PortMapping{
-			{HostPath: upSock, GuestPort: sinkPort},
-			{HostPath: downSock, GuestPort: servePort},
-			{HostPath: echoSock, GuestPort: echoPort},
-			{HostPort: tcpPort, GuestPort: sinkPort},
+		Sandbox: spec.Sandbox{
+			Image: *image, KeepAlive: true,
+			Network: spec.NetworkNAT, HostLoopback: true,
+			Ports: []spec.Port{
+				{HostPath: upSock, GuestPort: sinkPort},
+				{HostPath: downSock, GuestPort: servePort},
+				{HostPath: echoSock, GuestPort: echoPort},
+				{HostPort: tcpPort, GuestPort: sinkPort},
+			},
 		},
+		Rungv: *rungv, Cache: *cache,
 		Stderr: os.Stderr,
 	})
 	if err != nil {
 		fail(err)
 	}
 	defer sb.Close()
-	if err := sb.WriteFile(ctx, "/nettool", tool, 0o755); err != nil {
+	if _, err := sb.WriteFile(ctx, "/nettool", strings.NewReader(string(tool)), gvx.WriteOptions{Mode: 0o755}); err != nil {
 		fail(err)
 	}
 	guestCtx, stopGuest := context.WithCancel(ctx)

@@ -26,6 +26,7 @@ import (
 
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 var (
@@ -93,7 +94,7 @@ func main() {
 	if cpus := benchfmt.CPUs(); len(cpus) > 1 {
 		cpu := cpus[len(cpus)-1]
 		pinned := sdkConfig()
-		pinned.Resources.CPUSet = []int{cpu}
+		pinned.CPUSet = []int{cpu}
 		row(fmt.Sprintf("gvx SDK `Exec(true)`, sandbox pinned to CPU %d (`--cpuset-cpus`)", cpu), inSandbox(pinned, measureExecOf("true")))
 	} else {
 		skip("gvx pinned to one CPU", "this process may run on one CPU only")
@@ -125,7 +126,7 @@ func main() {
 	fmt.Println("|---|---|---|---|")
 	row("gvx, systrap (the default)", inSandbox(sdkConfig(), measureForkLoop))
 	ptraceCfg := sdkConfig()
-	ptraceCfg.Platform = gvx.PlatformPtrace
+	ptraceCfg.Platform = spec.PlatformPtrace
 	row("gvx, `--platform ptrace`", inSandbox(ptraceCfg, measureForkLoop))
 	if *runsc != "" && *bundle != "" {
 		row("`runsc exec ID sh -c …` (systrap)", inRunscContainer(measureForkLoop))
@@ -141,7 +142,7 @@ func main() {
 	fmt.Println()
 	fmt.Printf("## Busy sandboxes at once (`dd bs=1 count=%d` in each, all started together; wall time until the last ends)\n", busyBytes)
 	fmt.Println()
-	fmt.Println("systrap's threads can spin while the guest and the Sentry wait for each other (`--spin`, `gvx.Config.Spin`); by default a sandbox spins only while no more than twice as many sandboxes as the host has CPUs spin, in any process. Median of 3 interleaved rounds.")
+	fmt.Println("systrap's threads can spin while the guest and the Sentry wait for each other (`--spin`, `spec.Sandbox.Spin`); by default a sandbox spins only while no more than twice as many sandboxes as the host has CPUs spin, in any process. Median of 3 interleaved rounds.")
 	fmt.Println()
 	fmt.Println("| sandboxes busy at once | spinning (`Spin: SpinOn`) | not spinning (`SpinOff`) |")
 	fmt.Println("|---|---|---|")
@@ -247,7 +248,7 @@ func run(cred *syscall.Credential, name string, args ...string) error {
 }
 
 func sdkConfig() gvx.Config {
-	return gvx.Config{OCIImage: *image, Rungv: *rungv, Cache: *cache, KeepAlive: true}
+	return gvx.Config{Sandbox: spec.Sandbox{Image: *image, KeepAlive: true}, Rungv: *rungv, Cache: *cache}
 }
 
 func measureSDK() stats {
@@ -577,8 +578,8 @@ const busyBytes = 20000
 func measureBusy(k int) (on, off time.Duration, err error) {
 	var ds [2][]time.Duration
 	for round := 0; round < 3; round++ {
-		for i, mode := range []gvx.SpinMode{gvx.SpinOn, gvx.SpinOff} {
-			d, err := busyOnce(k, mode)
+		for i, spin := range []bool{true, false} {
+			d, err := busyOnce(k, spin)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -588,10 +589,10 @@ func measureBusy(k int) (on, off time.Duration, err error) {
 	return summarize(ds[0]).p50, summarize(ds[1]).p50, nil
 }
 
-func busyOnce(k int, mode gvx.SpinMode) (time.Duration, error) {
+func busyOnce(k int, spin bool) (time.Duration, error) {
 	ctx := context.Background()
 	cfg := sdkConfig()
-	cfg.Spin = mode
+	cfg.Spin = &spin
 	sbs := make([]*gvx.Sandbox, k)
 	defer func() {
 		for _, sb := range sbs {

@@ -35,6 +35,7 @@ import (
 	"z.gfire.dev/gvx/benchmarks/internal/benchfmt"
 	"z.gfire.dev/gvx/core/ext4lite"
 	"z.gfire.dev/gvx/core/gvx"
+	"z.gfire.dev/gvx/core/spec"
 )
 
 var (
@@ -93,11 +94,13 @@ func newSandbox(ctx context.Context, name string, size int64) (*gvx.Sandbox, str
 		return nil, "", err
 	}
 	sb, err := gvx.New(ctx, gvx.Config{
-		OCIImage:  *image,
-		Rungv:     *rungv,
-		Cache:     *cache,
-		KeepAlive: true,
-		Mounts:    []gvx.Mount{{Kind: gvx.MountVolume, ImagePath: vol, GuestPath: "/vol"}},
+		Sandbox: spec.Sandbox{
+			Image:     *image,
+			KeepAlive: true,
+			Mounts:    []spec.Mount{{Type: spec.MountVolume, Source: vol, Target: "/vol"}},
+		},
+		Rungv: *rungv,
+		Cache: *cache,
 	})
 	return sb, vol, err
 }
@@ -131,7 +134,7 @@ func benchUntar() error {
 	if err != nil {
 		return err
 	}
-	if err := sb.WriteFile(ctx, "/tmp/tree.tar", data, 0o644); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/tree.tar", bytes.NewReader(data), gvx.WriteOptions{Mode: 0o644}); err != nil {
 		return err
 	}
 	data = nil
@@ -254,7 +257,7 @@ func benchMetadata() error {
 		return err
 	}
 	defer sb.Close()
-	if err := sb.WriteFile(ctx, "/tmp/fstool", tool, 0o755); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/fstool", bytes.NewReader(tool), gvx.WriteOptions{Mode: 0o755}); err != nil {
 		return err
 	}
 	fmt.Println("## Metadata: create, stat, unlink of N entries in one directory (ops/s, one guest process)")

@@ -38,9 +38,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"syscall"
 	"time"
 
+	"z.gfire.dev/gvx/core/report"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -151,28 +151,16 @@ type Welcome struct {
 	OutputWindow int `json:"output_window,omitempty"`
 }
 
-// SandboxInfo describes the sandbox a connection talks to.
-type SandboxInfo struct {
-	ID       string `json:"id,omitempty"`
-	PID      int    `json:"pid"` // the rungv process
-	Image    string `json:"image,omitempty"`
-	Hostname string `json:"hostname,omitempty"`
-	Platform string `json:"platform,omitempty"`
-	Spinning bool   `json:"spinning,omitempty"` // systrap's threads spin while they wait (rungv --spin)
-	Rungv    string `json:"rungv,omitempty"`    // rungv's version
-	// Ports are the published ports as bound: a host port the host chose
-	// (published as IP::GUESTPORT) is filled in.
-	Ports []PublishedPort `json:"ports,omitempty"`
-}
-
-// PublishedPort is a guest port reachable from the host.
-type PublishedPort struct {
-	HostPath  string `json:"host_path,omitempty"` // a unix socket on the host
-	HostIP    string `json:"host_ip,omitempty"`
-	HostPort  uint16 `json:"host_port,omitempty"`
-	GuestPort uint16 `json:"guest_port"`
-	Protocol  string `json:"protocol"` // "tcp" or "udp"
-}
+// What a sandbox reports travels as core/report defines it: the SDK
+// returns the same types, so that its callers need not this package.
+type (
+	SandboxInfo      = report.SandboxInfo
+	PublishedPort    = report.PublishedPort
+	FileInfo         = report.FileInfo
+	Stats            = report.Stats
+	CopyResult       = report.CopyResult
+	CheckpointResult = report.CheckpointResult
+)
 
 // message is a request or a response on the wire.
 type message struct {
@@ -275,54 +263,10 @@ type CheckpointRequest struct {
 	Stop bool `json:"stop,omitempty"`
 }
 
-// CheckpointResult describes a written snapshot.
-type CheckpointResult struct {
-	// Bytes is the snapshot's size.
-	Bytes int64 `json:"bytes"`
-	// Hook is what the image's snapshot hook saved for its restore
-	// (empty if the image has none); it travels inside the snapshot.
-	Hook string `json:"hook,omitempty"`
-}
-
-// CopyResult counts what CopyIn or CopyOut moved.
-type CopyResult struct {
-	// Entries counts files, directories, links and nodes.
-	Entries int64 `json:"entries"`
-	// Bytes counts the regular files' content.
-	Bytes int64 `json:"bytes"`
-}
-
-// FileInfo describes a file in the sandbox.
-type FileInfo struct {
-	Path  string    `json:"path"`
-	Mode  uint32    `json:"mode"` // type and permission bits, as stat(2)
-	Size  int64     `json:"size"`
-	UID   uint32    `json:"uid"`
-	GID   uint32    `json:"gid"`
-	Mtime time.Time `json:"mtime"`
-	// Target is a symlink's target.
-	Target string `json:"target,omitempty"`
-}
-
-// IsDir reports whether the file is a directory.
-func (fi FileInfo) IsDir() bool { return fi.Mode&syscall.S_IFMT == syscall.S_IFDIR }
-
 // WaitResult is how the sandbox's init process ended.
 type WaitResult struct {
 	ExitCode int `json:"exit_code"`
 	Signal   int `json:"signal,omitempty"`
-}
-
-// Stats is the sandbox's resource use.
-type Stats struct {
-	// MemoryUsage is the memory the sandbox holds on the host, in bytes.
-	MemoryUsage uint64 `json:"memory_usage"`
-	MemoryLimit uint64 `json:"memory_limit,omitempty"`
-	// OOMKills counts guest processes killed for exceeding MemoryLimit.
-	OOMKills int64 `json:"oom_kills"`
-	// Tasks is the number of guest tasks (threads).
-	Tasks     int `json:"tasks"`
-	PidsLimit int `json:"pids_limit,omitempty"`
 }
 
 // ShutdownRequest stops the sandbox: SIGTERM to init, then after Grace

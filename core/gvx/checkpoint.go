@@ -28,8 +28,8 @@ type CheckpointOptions struct {
 //
 // The sandbox must have no Exec running. See `rungv checkpoint --help` for
 // what a snapshot leaves out and the image snapshot hooks that carry it.
-func (sb *Sandbox) Checkpoint(ctx context.Context, path string, opts CheckpointOptions) (control.CheckpointResult, error) {
-	var res control.CheckpointResult
+func (sb *Sandbox) Checkpoint(ctx context.Context, path string, opts CheckpointOptions) (CheckpointResult, error) {
+	var res CheckpointResult
 	var callErr error
 	err := atomicfile.Write(path, func(f *os.File) error {
 		res, callErr = sb.CheckpointTo(ctx, f, opts)
@@ -42,7 +42,7 @@ func (sb *Sandbox) Checkpoint(ctx context.Context, path string, opts CheckpointO
 }
 
 // CheckpointTo is Checkpoint writing the snapshot to w.
-func (sb *Sandbox) CheckpointTo(ctx context.Context, w io.Writer, opts CheckpointOptions) (control.CheckpointResult, error) {
+func (sb *Sandbox) CheckpointTo(ctx context.Context, w io.Writer, opts CheckpointOptions) (CheckpointResult, error) {
 	res, err := sb.client.Checkpoint(ctx, control.CheckpointRequest{Stop: opts.Stop}, w)
 	return res, sb.callError(err)
 }

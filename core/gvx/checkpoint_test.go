@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -80,8 +79,8 @@ func TestCheckpointRefusesRunningExec(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	_, err := sb.Checkpoint(ctx, filepath.Join(t.TempDir(), "x.snap"), CheckpointOptions{})
-	var ce *control.Error
-	if !errors.As(err, &ce) || ce.Code != control.CodeInvalid || !strings.Contains(err.Error(), "wait for them or kill them") {
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Code != CodeInvalid || !strings.Contains(err.Error(), "wait for them or kill them") {
 		t.Fatalf("Checkpoint with an exec running: %v; want an invalid-argument error saying what to do", err)
 	}
 	sb.Close()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"z.gfire.dev/gvx/core/spec"
 )
 
 // shortenClose sets Close's grace period and margin for one test.
@@ -114,7 +116,7 @@ func TestCloseAfterRungvWasKilled(t *testing.T) {
 // gives ENOSPC), Close returns rungv's error.
 func TestCloseSaysTheVolumesWereNotWrittenBack(t *testing.T) {
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: filepath.Join(t.TempDir(), "data.ext4"), GuestPath: "/data"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: filepath.Join(t.TempDir(), "data.ext4"), Target: "/data"}}
 	sb := newSandbox(t, cfg)
 	sh(t, sb, "echo data > /data/f && sync", nil)
 	if err := unix.Prlimit(sb.PID(), unix.RLIMIT_FSIZE, &unix.Rlimit{}, nil); err != nil {

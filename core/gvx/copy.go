@@ -20,19 +20,21 @@ import (
 	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
+// CopyOptions tune CopyIn and UploadDir.
+type CopyOptions struct {
+	// Owner, if set, owns every entry made, instead of the archive's
+	// owners (CopyIn) or root (UploadDir), and the missing directories
+	// made on the way, instead of root: "uid[:gid]" or "name[:group]",
+	// resolved as ExecOptions.User is.
+	Owner string
+}
+
 // CopyIn extracts the tar stream r into the guest directory dir, which is
 // created with its parents if missing, as `docker cp - CONTAINER:DIR`
 // does. Entries keep the archive's modes, owners and times. The sandbox
 // extracts it itself: the image needs no tar.
-func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader) (control.CopyResult, error) {
-	return sb.CopyInWith(ctx, control.CopyInRequest{Path: dir}, r)
-}
-
-// CopyInWith is CopyIn with every option of the protocol's request, such
-// as Owner (who every entry, and every directory made on the way, belongs
-// to instead of the archive's owners). req.Path is the guest directory.
-func (sb *Sandbox) CopyInWith(ctx context.Context, req control.CopyInRequest, r io.Reader) (control.CopyResult, error) {
-	res, err := sb.client.CopyIn(ctx, req, r)
+func (sb *Sandbox) CopyIn(ctx context.Context, dir string, r io.Reader, opts CopyOptions) (CopyResult, error) {
+	res, err := sb.client.CopyIn(ctx, control.CopyInRequest{Path: dir, Owner: opts.Owner}, r)
 	return res, sb.callError(err)
 }
 
@@ -41,7 +43,7 @@ func (sb *Sandbox) CopyInWith(ctx context.Context, req control.CopyInRequest, r 
 // `docker cp CONTAINER:PATH -` does. w is written from the connection's
 // reader, so a slow w delays the sandbox's other answers: give a buffer or
 // a file.
-func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (control.CopyResult, error) {
+func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (CopyResult, error) {
 	res, err := sb.client.CopyOut(ctx, path, w)
 	return res, sb.callError(err)
 }
@@ -49,38 +51,85 @@ func (sb *Sandbox) CopyOut(ctx context.Context, path string, w io.Writer) (contr
 // UploadDir copies the contents of the host directory hostDir into the
 // guest directory guestDir (created if missing), like `rsync -a
 // hostDir/ guestDir/` without deletions. Files belong to root in the guest
-// and keep their permission bits (set-user-ID and set-group-ID too) and
-// modification times; symlinks are copied as symlinks with their times;
-// hard links within hostDir stay hard links, and a file's holes stay
-// holes without being sent. A device, FIFO or socket in hostDir is
-// refused before anything is copied.
-func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string) (control.CopyResult, error) {
-	return sb.UploadDirWith(ctx, hostDir, control.CopyInRequest{Path: guestDir})
-}
-
-// UploadDirWith is UploadDir into the guest directory req.Path with every
-// option of the protocol's copy_in request, such as Owner: who the files,
-// and the directories made on the way, belong to instead of root.
-func (sb *Sandbox) UploadDirWith(ctx context.Context, hostDir string, req control.CopyInRequest) (control.CopyResult, error) {
+// (or opts.Owner) and keep their permission bits (set-user-ID and
+// set-group-ID too) and modification times; symlinks are copied as
+// symlinks with their times; hard links within hostDir stay hard links,
+// and a file's holes stay holes without being sent. A device, FIFO or
+// socket in hostDir is refused before anything is copied.
+func (sb *Sandbox) UploadDir(ctx context.Context, hostDir, guestDir string, opts CopyOptions) (CopyResult, error) {
 	st, err := os.Stat(hostDir)
 	if err != nil {
-		return control.CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
+		return CopyResult{}, fmt.Errorf("gvx: upload: %w", err)
 	}
 	if !st.IsDir() {
-		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFileFrom", hostDir)
+		return CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: upload: %s is not a directory; copy a file with WriteFile or Upload", hostDir)
 	}
 	// A tree that cannot be sent is refused before anything reaches the
 	// sandbox; only a file that changes or fails to read while it is
 	// sent can leave the copy partial.
 	if err := checkUploadable(hostDir); err != nil {
-		return control.CopyResult{}, err
+		return CopyResult{}, err
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarHostDir(hostDir, pw)) }()
-	res, err := sb.CopyInWith(ctx, req, pr)
+	res, err := sb.CopyIn(ctx, guestDir, pr, opts)
 	// Stops the archiver if the sandbox gave up first.
 	pr.CloseWithError(errors.New("the sandbox stopped reading"))
 	return res, err
+}
+
+// UploadOptions tune Upload.
+type UploadOptions struct {
+	// Mode, if set, is the mode of a file uploaded instead of the host
+	// file's permission bits: 0 to 07777, of which only the permission
+	// bits (0777) are applied, as for the host file's, and 0 is 0644. A
+	// directory's files keep their own, and a Mode for one is refused.
+	Mode *fs.FileMode
+	// Owner is who what is copied belongs to in the sandbox instead of
+	// root, and the directories made on the way: "uid[:gid]" or
+	// "name[:group]", resolved as ExecOptions.User is.
+	Owner string
+}
+
+// Upload copies the host file or directory hostPath into the sandbox: a
+// regular file to the file guestPath, as WriteFile writes it (whole or
+// not at all) with the host file's permission bits unless opts.Mode says
+// otherwise; a directory's contents into the directory guestPath, as
+// UploadDir copies them. A host file that cannot be read, or is not a
+// regular file or a directory, is an invalid argument, and nothing is
+// written.
+func (sb *Sandbox) Upload(ctx context.Context, hostPath, guestPath string, opts UploadOptions) error {
+	if opts.Mode != nil && *opts.Mode&^0o7777 != 0 {
+		return control.Errorf(control.CodeInvalid, "mode %#o has bits beyond the permission bits (07777); leave it unset to keep the host file's", uint32(*opts.Mode))
+	}
+	if st, err := os.Stat(hostPath); err == nil && st.IsDir() {
+		if opts.Mode != nil {
+			return control.Errorf(control.CodeInvalid, "mode %#o is for a file, and %s is a directory, whose files keep their own: leave it unset", uint32(*opts.Mode), hostPath)
+		}
+		_, err := sb.UploadDir(ctx, hostPath, guestPath, CopyOptions{Owner: opts.Owner})
+		return err
+	}
+	f, err := os.Open(hostPath)
+	if err != nil {
+		return control.Errorf(control.CodeInvalid, "host file %s: %v", hostPath, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("gvx: upload: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return control.Errorf(control.CodeInvalid, "host file %s is not a regular file", hostPath)
+	}
+	perm := st.Mode().Perm()
+	if opts.Mode != nil {
+		perm = opts.Mode.Perm()
+	}
+	_, err = sb.WriteFile(ctx, guestPath, f, WriteOptions{Mode: perm, Owner: opts.Owner})
+	if se := (*control.SourceError)(nil); errors.As(err, &se) {
+		return control.Errorf(control.CodeInvalid, "host file %s could not be read, so nothing was written: %v", hostPath, se.Err)
+	}
+	return err
 }
 
 // checkUploadable walks hostDir for entries tarHostDir would refuse.
@@ -205,11 +254,11 @@ func tarHostFile(tw *sparsetar.Writer, hdr *tar.Header, p string, st *syscall.St
 // and set-group-ID, and their modification times; symlinks stay symlinks
 // with their times; hard links stay hard links and holes stay holes;
 // devices and FIFOs are left out.
-func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
+func (sb *Sandbox) DownloadDir(ctx context.Context, guestDir, hostDir string) (CopyResult, error) {
 	if info, err := sb.Stat(ctx, guestDir); err != nil {
-		return control.CopyResult{}, err
+		return CopyResult{}, err
 	} else if !info.IsDir() {
-		return control.CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: download: %s in the sandbox is not a directory; copy a file with DownloadFile", guestDir)
+		return CopyResult{}, control.Errorf(control.CodeInvalid, "gvx: download: %s in the sandbox is not a directory; copy a file with DownloadFile", guestDir)
 	}
 	return sb.downloadDir(ctx, guestDir, hostDir)
 }
@@ -229,12 +278,12 @@ func (sb *Sandbox) Download(ctx context.Context, guestPath, hostPath string) err
 }
 
 // downloadDir is DownloadDir once guestDir is known to be a directory.
-func (sb *Sandbox) downloadDir(ctx context.Context, guestDir, hostDir string) (control.CopyResult, error) {
+func (sb *Sandbox) downloadDir(ctx context.Context, guestDir, hostDir string) (CopyResult, error) {
 	// The archive is spooled to a file, not extracted while it arrives:
 	// extracting would hold up the connection's other answers.
 	spool, err := os.CreateTemp("", "gvx-download-*.tar")
 	if err != nil {
-		return control.CopyResult{}, fmt.Errorf("gvx: download: %w", err)
+		return CopyResult{}, fmt.Errorf("gvx: download: %w", err)
 	}
 	defer os.Remove(spool.Name())
 	defer spool.Close()

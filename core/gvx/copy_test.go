@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -37,7 +37,7 @@ func TestUploadAndDownloadDir(t *testing.T) {
 	os.Chmod(filepath.Join(src, "run.sh"), 0o755)
 	os.Symlink("pkg/mod.py", filepath.Join(src, "mod-link"))
 
-	res, err := sb.UploadDir(ctx, src, "/workspace/repo")
+	res, err := sb.UploadDir(ctx, src, "/workspace/repo", CopyOptions{})
 	if err != nil {
 		t.Fatalf("UploadDir: %v", err)
 	}
@@ -87,13 +87,13 @@ func TestUploadAndDownloadDir(t *testing.T) {
 		t.Errorf("DownloadFile of a directory succeeded")
 	}
 
-	if _, err := sb.UploadDir(ctx, filepath.Join(src, "README"), "/x"); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := sb.UploadDir(ctx, filepath.Join(src, "README"), "/x", CopyOptions{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("UploadDir of a file: %v", err)
 	}
 	if _, err := sb.DownloadDir(ctx, "/etc/passwd", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("DownloadDir of a file: %v", err)
 	}
-	if _, err := sb.DownloadDir(ctx, "/no/such", t.TempDir()); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.DownloadDir(ctx, "/no/such", t.TempDir()); !IsCode(err, CodeNotFound) {
 		t.Errorf("DownloadDir of a missing directory: %v", err)
 	}
 }
@@ -143,9 +143,9 @@ func TestFileOwners(t *testing.T) {
 		"65534:nogroup": "65534:65534",
 	} {
 		name := "/tmp/owned-by-" + strings.ReplaceAll(owner, ":", "-")
-		info, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: name, Mode: 0o640, Owner: owner}, strings.NewReader("x"))
+		info, err := sb.WriteFile(ctx, name, strings.NewReader("x"), WriteOptions{Mode: 0o640, Owner: owner})
 		if err != nil {
-			t.Errorf("WriteFileWith owner %q: %v", owner, err)
+			t.Errorf("WriteFile owner %q: %v", owner, err)
 			continue
 		}
 		if got := fmt.Sprintf("%d:%d", info.UID, info.GID); got != want || info.Mode&0o7777 != 0o640 {
@@ -156,12 +156,12 @@ func TestFileOwners(t *testing.T) {
 		"ghost":         `user "ghost" is not in the image's /etc/passwd`,
 		"nobody:ghosts": `group "ghosts" is not in the image's /etc/group`,
 	} {
-		_, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/tmp/ghost", Owner: owner}, strings.NewReader("x"))
-		if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), want) {
+		_, err := sb.WriteFile(ctx, "/tmp/ghost", strings.NewReader("x"), WriteOptions{Owner: owner})
+		if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("owner %q: %v, want an invalid argument saying %q", owner, err, want)
 		}
 	}
-	if _, err := sb.Stat(ctx, "/tmp/ghost"); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.Stat(ctx, "/tmp/ghost"); !IsCode(err, CodeNotFound) {
 		t.Errorf("a write for an unknown owner made the file: %v", err)
 	}
 
@@ -170,11 +170,11 @@ func TestFileOwners(t *testing.T) {
 	os.MkdirAll(filepath.Join(src, "pkg"), 0o755)
 	os.WriteFile(filepath.Join(src, "pkg", "mod.py"), []byte("x = 1\n"), 0o644)
 	os.Symlink("pkg/mod.py", filepath.Join(src, "link"))
-	if _, err := sb.UploadDirWith(ctx, src, control.CopyInRequest{Path: "/home/agent/repo", Owner: "nobody"}); err != nil {
-		t.Fatalf("UploadDirWith: %v", err)
+	if _, err := sb.UploadDir(ctx, src, "/home/agent/repo", CopyOptions{Owner: "nobody"}); err != nil {
+		t.Fatalf("UploadDir: %v", err)
 	}
-	if _, err := sb.WriteFileWith(ctx, control.WriteFileRequest{Path: "/home/agent/notes/todo", MakeParents: true, Owner: "nobody"}, strings.NewReader("x")); err != nil {
-		t.Fatalf("WriteFileWith MakeParents: %v", err)
+	if _, err := sb.WriteFile(ctx, "/home/agent/notes/todo", strings.NewReader("x"), WriteOptions{MakeParents: true, Owner: "nobody"}); err != nil {
+		t.Fatalf("WriteFile MakeParents: %v", err)
 	}
 	got := sh(t, sb, `cd /home && stat -c '%n %u:%g' agent agent/repo agent/repo/pkg agent/repo/pkg/mod.py agent/repo/link agent/notes agent/notes/todo && ls -ln agent/repo | tail -n +2 | awk '{print $3":"$4, $NF}'`, nil)
 	want := "agent 65534:65534\nagent/repo 65534:65534\nagent/repo/pkg 65534:65534\nagent/repo/pkg/mod.py 65534:65534\nagent/repo/link 65534:65534\nagent/notes 65534:65534\nagent/notes/todo 65534:65534\n" +
@@ -210,7 +210,7 @@ func hostStat(t *testing.T, p string) *syscall.Stat_t {
 // a set-user-ID bit goes in (and, for the host's sake, not out).
 func TestCopyKeepsLinksHolesAndTimes(t *testing.T) {
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: filepath.Join(t.TempDir(), "data.ext4"), GuestPath: "/data"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: filepath.Join(t.TempDir(), "data.ext4"), Target: "/data"}}
 	sb := newSandbox(t, cfg)
 	ctx := context.Background()
 	const size = 50 << 20
@@ -248,7 +248,7 @@ func TestCopyKeepsLinksHolesAndTimes(t *testing.T) {
 	if sent.n > 1<<20 {
 		t.Errorf("an upload of 50 MiB with 8 KiB of data sends %d bytes", sent.n)
 	}
-	if _, err := sb.UploadDir(ctx, src, "/data/t"); err != nil {
+	if _, err := sb.UploadDir(ctx, src, "/data/t", CopyOptions{}); err != nil {
 		t.Fatalf("UploadDir: %v", err)
 	}
 	got := sh(t, sb, `cd /data/t && stat -c '%i %h' d/a b && stat -c '%n %Y' l d sparse && stat -c '%a' suid && stat -c '%b' sparse && md5sum < sparse && cp -a /data/t /tmp/t`, nil)
@@ -340,5 +340,69 @@ func TestDownloadHardLinkOutsideTree(t *testing.T) {
 			t.Errorf("after a hard link to %s the victim outside has %d links, want 2", linkname, st.Nlink)
 		}
 		os.Remove(filepath.Join(dst, "stolen"))
+	}
+}
+
+// TestUploadChoosesFileOrDirectory: Upload copies a host file to a guest
+// file, with the host file's permission bits or opts.Mode, and a host
+// directory's contents into a guest directory, both owned as opts.Owner
+// says; what it cannot copy is an invalid argument, and nothing is
+// written.
+func TestUploadChoosesFileOrDirectory(t *testing.T) {
+	sb := newSandbox(t, config())
+	ctx := context.Background()
+	src := t.TempDir()
+	file := filepath.Join(src, "task.sh")
+	if err := os.WriteFile(file, []byte("#!/bin/sh\necho task\n"), 0o751); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(file, 0o751) // whatever the umask
+	tree := filepath.Join(src, "tree")
+	os.MkdirAll(filepath.Join(tree, "pkg"), 0o755)
+	if err := os.WriteFile(filepath.Join(tree, "pkg", "mod.py"), []byte("x = 1\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(tree, "pkg", "mod.py"), 0o640)
+
+	if err := sb.Upload(ctx, file, "/tmp/task.sh", UploadOptions{}); err != nil {
+		t.Fatalf("Upload of a file: %v", err)
+	}
+	mode := fs.FileMode(0o600)
+	if err := sb.Upload(ctx, file, "/tmp/task-600.sh", UploadOptions{Mode: &mode, Owner: "65534"}); err != nil {
+		t.Fatalf("Upload of a file with a mode and an owner: %v", err)
+	}
+	if err := sb.Upload(ctx, tree, "/work/tree", UploadOptions{Owner: "65534:65534"}); err != nil {
+		t.Fatalf("Upload of a directory: %v", err)
+	}
+	got := sh(t, sb, `/tmp/task.sh && stat -c '%n %u %a' /tmp/task.sh /tmp/task-600.sh /work/tree /work/tree/pkg/mod.py && cat /work/tree/pkg/mod.py`, nil)
+	want := "task\n/tmp/task.sh 0 751\n/tmp/task-600.sh 65534 600\n/work/tree 65534 755\n/work/tree/pkg/mod.py 65534 640\nx = 1\n"
+	if string(got.Stdout) != want {
+		t.Fatalf("the guest sees:\n%s\nwant:\n%s\n%s", got.Stdout, want, got.Stderr)
+	}
+
+	big := fs.FileMode(0o17777)
+	for _, c := range []struct {
+		host string
+		opts UploadOptions
+		want string
+	}{
+		{tree, UploadOptions{Mode: &mode}, "is a directory, whose files keep their own"},
+		{file, UploadOptions{Mode: &big}, "mode 017777 has bits beyond the permission bits"},
+		{filepath.Join(src, "absent"), UploadOptions{}, "no such file or directory"},
+		{"/dev/null", UploadOptions{}, "host file /dev/null is not a regular file"},
+		{"/proc/self/mem", UploadOptions{}, "host file /proc/self/mem could not be read, so nothing was written"},
+	} {
+		err := sb.Upload(ctx, c.host, "/tmp/refused", c.opts)
+		if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Upload of %s %+v: %v; want an invalid argument saying %q", c.host, c.opts, err, c.want)
+		}
+	}
+	// WriteFile refuses a mode with bits beyond 07777, where the sandbox
+	// would mask them.
+	if _, err := sb.WriteFile(ctx, "/tmp/refused", strings.NewReader("x"), WriteOptions{Mode: 0o10644}); !IsCode(err, CodeInvalid) {
+		t.Errorf("WriteFile of mode 010644: %v; want an invalid argument", err)
+	}
+	if _, err := sb.Stat(ctx, "/tmp/refused"); !IsCode(err, CodeNotFound) {
+		t.Errorf("a refused upload left /tmp/refused: %v", err)
 	}
 }

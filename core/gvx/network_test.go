@@ -1,6 +1,7 @@
 package gvx
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,23 +19,20 @@ import (
 	"z.gfire.dev/gvx/core/spec"
 )
 
-// TestNetworkSpec: the network fields of a Config reach the sandbox's
-// spec as they are, and a Config the spec refuses is refused naming the
-// spec's field.
+// TestNetworkSpec: the network fields of a Config reach rungv's spec as
+// they are, and a Config the spec refuses is refused naming the spec's
+// field.
 func TestNetworkSpec(t *testing.T) {
-	cfg := Config{OCIImage: "img", NetworkMode: NetModeNAT, HostLoopback: true,
+	cfg := Config{Sandbox: spec.Sandbox{Image: "img", Network: spec.NetworkNAT, HostLoopback: true,
 		AllowNet: []string{"10.0.2.2:8080", "192.0.2.0/24"},
-		Ports: []PortMapping{
+		Ports: []spec.Port{
 			{HostPath: "/run/seed.sock", GuestPort: 2375},
 			{HostPort: 8080, GuestPort: 80},
 			{HostIP: "::1", HostPort: 5353, GuestPort: 53, Protocol: "udp"},
 			{GuestPort: 8080},
 		},
-		NetRaw: true, NFTables: true, AllowPacketSocketWrite: true}
-	sp, err := cfg.spec()
-	if err != nil {
-		t.Fatal(err)
-	}
+		NetRaw: true, NFTables: true, AllowPacketSocketWrite: true}}
+	sp := rungvSpec(t, cfg)
 	want := spec.Sandbox{Image: "img", Network: spec.NetworkNAT, HostLoopback: true, AllowNet: cfg.AllowNet,
 		Ports: []spec.Port{{HostPath: "/run/seed.sock", GuestPort: 2375}, {HostPort: 8080, GuestPort: 80},
 			{HostIP: "::1", HostPort: 5353, GuestPort: 53, Protocol: "udp"}, {GuestPort: 8080}},
@@ -43,20 +41,20 @@ func TestNetworkSpec(t *testing.T) {
 		t.Errorf("spec\n%+v\nwant\n%+v", sp, want)
 	}
 	for _, c := range []struct {
-		cfg  Config
+		sp   spec.Sandbox
 		want string
 	}{
-		{Config{AllowNet: []string{"0.0.0.0/0"}}, `allow_net: restricts the NAT, which this sandbox does not have; set network to "nat"`},
-		{Config{HostLoopback: true}, `host_loopback: opens the NAT's gateway`},
-		{Config{NetworkMode: "bridge"}, `network: "bridge" is not a network mode; use "none" or "nat"`},
-		{Config{AllowPacketSocketWrite: true}, "allow_packet_socket_write: needs net_raw"},
-		{Config{Ports: []PortMapping{{HostPort: 1}}}, "ports[0].guest_port: is 0"},
-		{Config{Ports: []PortMapping{{HostPath: "/x", GuestPort: 1, Protocol: "udp"}}}, "ports[0].host_path: a unix socket carries TCP"},
-		{Config{Ports: []PortMapping{{HostPort: 1, GuestPort: 1, Protocol: "sctp"}}}, `ports[0].protocol: "sctp" is not a protocol; use tcp or udp`},
+		{spec.Sandbox{AllowNet: []string{"0.0.0.0/0"}}, `allow_net: restricts the NAT, which this sandbox does not have; set network to "nat"`},
+		{spec.Sandbox{HostLoopback: true}, `host_loopback: opens the NAT's gateway`},
+		{spec.Sandbox{Network: "bridge"}, `network: "bridge" is not a network mode; use "none" or "nat"`},
+		{spec.Sandbox{AllowPacketSocketWrite: true}, "allow_packet_socket_write: needs net_raw"},
+		{spec.Sandbox{Ports: []spec.Port{{HostPort: 1}}}, "ports[0].guest_port: is 0"},
+		{spec.Sandbox{Ports: []spec.Port{{HostPath: "/x", GuestPort: 1, Protocol: "udp"}}}, "ports[0].host_path: a unix socket carries TCP"},
+		{spec.Sandbox{Ports: []spec.Port{{HostPort: 1, GuestPort: 1, Protocol: "sctp"}}}, `ports[0].protocol: "sctp" is not a protocol; use tcp or udp`},
 	} {
-		c.cfg.OCIImage = "img"
-		if _, err := c.cfg.spec(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want an error saying %q", c.cfg, err, c.want)
+		c.sp.Image = "img"
+		if _, err := New(context.Background(), Config{Sandbox: c.sp, Rungv: "/nonexistent/rungv"}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error saying %q", c.sp, err, c.want)
 		}
 	}
 }
@@ -97,7 +95,7 @@ func nettoolBinary(t *testing.T) []byte {
 func natConfig(t *testing.T) Config {
 	dns := netstacktest.NewDNSServer(t, nil)
 	cfg := config()
-	cfg.NetworkMode = NetModeNAT
+	cfg.Network = spec.NetworkNAT
 	cfg.extraArgs = []string{"--dns-upstream", dns.Addr.String()}
 	return cfg
 }
@@ -110,7 +108,7 @@ func TestNATUDPAndTCPThroughTheSDK(t *testing.T) {
 	cfg.AllowNet = []string{fmt.Sprintf("10.0.2.2:%d", udpEcho.Port()), fmt.Sprintf("10.0.2.2:%d", tcpEcho.Port())}
 	sb := newSandbox(t, cfg)
 	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/nettool", bytes.NewReader(nettoolBinary(t)), WriteOptions{Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
 	res := sh(t, sb, fmt.Sprintf("/tmp/nettool udp 10.0.2.2:%d hello", udpEcho.Port()), nil)
@@ -133,7 +131,7 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "seed.sock")
 	port := netstacktest.FreePort(t)
 	cfg := config()
-	cfg.Ports = []PortMapping{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}, {HostPort: port, GuestPort: 5353, Protocol: "udp"},
+	cfg.Ports = []spec.Port{{HostPath: sock, GuestPort: 2375}, {HostPort: port, GuestPort: 2375}, {HostPort: port, GuestPort: 5353, Protocol: "udp"},
 		{GuestPort: 2375}} // the host picks the last one's port
 	sb := newSandbox(t, cfg)
 	ports := sb.Info().Ports
@@ -142,7 +140,7 @@ func TestPublishedPortsThroughTheSDK(t *testing.T) {
 		t.Fatalf("Info().Ports = %+v, want the four as bound, the last with the port the host chose", ports)
 	}
 	chosen := ports[3].HostPort
-	if err := sb.WriteFile(context.Background(), "/tmp/nettool", nettoolBinary(t), 0o755); err != nil {
+	if _, err := sb.WriteFile(context.Background(), "/tmp/nettool", bytes.NewReader(nettoolBinary(t)), WriteOptions{Mode: 0o755}); err != nil {
 		t.Fatal(err)
 	}
 	go sb.Exec(context.Background(), []string{"/tmp/nettool", "echo", "2375"}, nil)

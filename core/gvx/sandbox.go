@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,6 +37,7 @@ var (
 
 // Sandbox is a running sandbox. Its methods are safe for concurrent use.
 type Sandbox struct {
+	cfg    Config
 	cmd    *exec.Cmd
 	client *control.Client
 	tail   *tailbuf.Buffer
@@ -70,11 +72,11 @@ var ErrStopFailed = errors.New("gvx: the sandbox did not stop cleanly")
 // New starts a sandbox and returns once it runs and answers on its control
 // connection. ctx bounds the start (including pulling the image) only.
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
-	rungv, err := cfg.rungvPath()
+	sp, err := cfg.check()
 	if err != nil {
 		return nil, err
 	}
-	sp, err := cfg.spec()
+	rungv, err := cfg.rungvPath()
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +92,10 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		theirs.Close()
 		return nil, withHostLimitHint("creating the exit status pipe", err)
 	}
-	// A spin slot, for as long as rungv runs (see takeSpinSlot).
+	// A spin slot, for as long as rungv runs (see takeSpinSlot): a Spin
+	// left unset is New's to decide (see Config).
 	releaseSpin := func() {}
-	if cfg.Spin == SpinAuto {
+	if sp.Spin == nil {
 		var spin bool
 		if releaseSpin, spin = takeSpinSlot(); !spin {
 			sp.Spin = &spin
@@ -141,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		status.Close()
 		return nil, withHostLimitHint("starting "+rungv, err)
 	}
-	sb := &Sandbox{cmd: cmd, tail: tail, exited: make(chan struct{}), status: status}
+	sb := &Sandbox{cfg: cfg, cmd: cmd, tail: tail, exited: make(chan struct{}), status: status}
 	go func() {
 		sb.waitErr = cmd.Wait()
 		releaseSpin()
@@ -295,7 +298,12 @@ func (sb *Sandbox) kill() {
 }
 
 // Info describes the sandbox.
-func (sb *Sandbox) Info() control.SandboxInfo { return sb.client.Info() }
+func (sb *Sandbox) Info() SandboxInfo { return sb.client.Info() }
+
+// Config returns the configuration sb was started with. A fresh sandbox
+// from the same configuration, as an episode's reset wants, is
+// New(ctx, sb.Config()); close sb once the fresh one runs.
+func (sb *Sandbox) Config() Config { return sb.cfg }
 
 // PID returns the rungv process's host PID.
 func (sb *Sandbox) PID() int { return sb.cmd.Process.Pid }
@@ -478,46 +486,60 @@ func (sb *Sandbox) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteFile creates or replaces a file in the sandbox. The file appears
+// WriteOptions tune WriteFile.
+type WriteOptions struct {
+	// Mode is the file's permission bits, 0 to 07777, of which the
+	// sandbox applies 0777 (set-user-ID, set-group-ID and sticky bits are
+	// not applied; UploadDir and CopyIn carry them). 0: 0644.
+	Mode fs.FileMode
+	// MakeParents creates missing parent directories (mode 0755).
+	MakeParents bool
+	// Owner is who the file, and the directories MakeParents makes,
+	// belong to instead of root: "uid[:gid]" or "name[:group]", resolved
+	// as ExecOptions.User is.
+	Owner string
+}
+
+// WriteFile creates or replaces the file path in the sandbox with what r
+// holds until EOF, streamed, so that a file of any size (a `docker save`
+// archive) passes through without being held in memory. The file appears
 // whole or not at all: the sandbox writes a hidden file beside path and
 // renames it over path once all of the content arrived, so a failed write
 // (a full sandbox, a source that broke) leaves path as it was, and
 // replacing a file needs room for both until the new one is complete. An
-// existing file is replaced by a new one with mode perm: its mode, owner
+// existing file is replaced by a new one with opts.Mode: its mode, owner
 // and other hard links do not carry over. A symlink at path is followed.
-func (sb *Sandbox) WriteFile(ctx context.Context, path string, data []byte, perm os.FileMode) error {
-	return sb.WriteFileFrom(ctx, path, bytes.NewReader(data), perm)
-}
-
-// WriteFileFrom is WriteFile with the content streamed from r until EOF,
-// so a file of any size (a `docker save` archive) passes through without
-// being held in memory.
-func (sb *Sandbox) WriteFileFrom(ctx context.Context, path string, r io.Reader, perm os.FileMode) error {
-	_, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: uint32(perm.Perm())}, r)
-	return sb.callError(err)
-}
-
-// WriteFileWith is WriteFileFrom with every option of the protocol's
-// request, such as MakeParents (create missing directories, mode 0755) and
-// Owner (who the file and those directories belong to instead of root).
-func (sb *Sandbox) WriteFileWith(ctx context.Context, req control.WriteFileRequest, r io.Reader) (control.FileInfo, error) {
-	info, err := sb.client.WriteFile(ctx, req, r)
+func (sb *Sandbox) WriteFile(ctx context.Context, path string, r io.Reader, opts WriteOptions) (FileInfo, error) {
+	mode, err := unixMode(opts.Mode)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	info, err := sb.client.WriteFile(ctx, control.WriteFileRequest{Path: path, Mode: mode, MakeParents: opts.MakeParents, Owner: opts.Owner}, r)
 	return info, sb.callError(err)
 }
 
+// unixMode returns m as the protocol takes it, or an invalid argument
+// error if m has bits beyond 07777.
+func unixMode(m fs.FileMode) (uint32, error) {
+	if m&^0o7777 != 0 {
+		return 0, control.Errorf(control.CodeInvalid, "mode %#o has bits beyond the permission bits (07777)", uint32(m))
+	}
+	return uint32(m), nil
+}
+
 // Stat describes a file in the sandbox.
-func (sb *Sandbox) Stat(ctx context.Context, path string) (control.FileInfo, error) {
+func (sb *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 	info, err := sb.client.Stat(ctx, path)
 	return info, sb.callError(err)
 }
 
 // Stats reports the sandbox's resource use.
-func (sb *Sandbox) Stats(ctx context.Context) (control.Stats, error) {
+func (sb *Sandbox) Stats(ctx context.Context) (Stats, error) {
 	st, err := sb.client.Stats(ctx)
 	return st, sb.callError(err)
 }
 
-// Signal sends a signal to the sandbox's init process.
+// Signal sends a signal (1 to 64) to the sandbox's init process.
 func (sb *Sandbox) Signal(ctx context.Context, sig syscall.Signal) error {
 	return sb.callError(sb.client.Signal(ctx, int(sig)))
 }

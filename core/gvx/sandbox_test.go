@@ -3,12 +3,14 @@ package gvx
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +20,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/hostile"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/lockdown"
@@ -86,7 +87,27 @@ func TestMain(m *testing.M) {
 }
 
 func config() Config {
-	return Config{OCIImage: imageRef, Rungv: rungvBin, Cache: testCache, KeepAlive: true}
+	return Config{Sandbox: spec.Sandbox{Image: imageRef, KeepAlive: true}, Rungv: rungvBin, Cache: testCache}
+}
+
+// rungvSpec returns the spec that New hands rungv for cfg, as rungv reads
+// it from the memfd.
+func rungvSpec(t *testing.T, cfg Config) spec.Sandbox {
+	t.Helper()
+	sp, err := cfg.check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := specFile(&sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got spec.Sandbox
+	if err := json.NewDecoder(f).Decode(&got); err != nil {
+		t.Fatalf("decoding the spec rungv gets: %v", err)
+	}
+	return got
 }
 
 func newSandbox(t *testing.T, cfg Config) *Sandbox {
@@ -158,7 +179,7 @@ func TestExecUmask(t *testing.T) {
 	}
 	wide := 0o1000
 	_, err := sb.Exec(context.Background(), []string{"true"}, &ExecOptions{Exec: spec.Exec{Umask: &wide}})
-	if !control.IsCode(err, control.CodeInvalid) || !strings.Contains(err.Error(), "exec spec: umask: 512") {
+	if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "exec spec: umask: 512") {
 		t.Errorf("umask 0o1000: %v; want an invalid-argument error naming umask", err)
 	}
 }
@@ -369,7 +390,7 @@ func (w *heldWriter) Write(p []byte) (int, error) {
 func TestASlowOutputWriterStallsOnlyItsExec(t *testing.T) {
 	sb := newSandbox(t, config())
 	ctx := context.Background()
-	if err := sb.WriteFile(ctx, "/tmp/note", []byte("note"), 0o644); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/note", strings.NewReader("note"), WriteOptions{Mode: 0o644}); err != nil {
 		t.Fatal(err)
 	}
 	// More output than the sandbox may send ahead of the writer, so that
@@ -432,7 +453,7 @@ func TestFiles(t *testing.T) {
 	sb := newSandbox(t, config())
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("gvx\n"), 300000)
-	if err := sb.WriteFile(ctx, "/tmp/data.txt", data, 0o640); err != nil {
+	if _, err := sb.WriteFile(ctx, "/tmp/data.txt", bytes.NewReader(data), WriteOptions{Mode: 0o640}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := sb.ReadFile(ctx, "/tmp/data.txt")
@@ -446,8 +467,8 @@ func TestFiles(t *testing.T) {
 	// was: the sandbox is told the stream was cut short, and drops what
 	// it had written.
 	broken := io.MultiReader(bytes.NewReader(data[:400000]), iotest.ErrReader(errors.New("the source broke")))
-	if err := sb.WriteFileFrom(ctx, "/tmp/data.txt", broken, 0o600); err == nil || !strings.Contains(err.Error(), "the source broke") {
-		t.Errorf("WriteFileFrom of a failing source: %v", err)
+	if _, err := sb.WriteFile(ctx, "/tmp/data.txt", broken, WriteOptions{Mode: 0o600}); err == nil || !strings.Contains(err.Error(), "the source broke") {
+		t.Errorf("WriteFile of a failing source: %v", err)
 	}
 	if got, err := sb.ReadFile(ctx, "/tmp/data.txt"); err != nil || !bytes.Equal(got, data) {
 		t.Errorf("after a failed write, read back %d bytes, %v; want the %d written before", len(got), err, len(data))
@@ -463,7 +484,7 @@ func TestFiles(t *testing.T) {
 	if err != nil || info.Mode&0o111 == 0 || info.Size < 100000 {
 		t.Errorf("stat busybox: %+v %v", info, err)
 	}
-	if _, err := sb.ReadFile(ctx, "/no/such/file"); !control.IsCode(err, control.CodeNotFound) {
+	if _, err := sb.ReadFile(ctx, "/no/such/file"); !IsCode(err, CodeNotFound) {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -497,7 +518,7 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("rungv %d still runs after Close", pid)
 	}
-	if _, err := sb.Exec(context.Background(), []string{"true"}, nil); !control.IsCode(err, control.CodeUnavailable) {
+	if _, err := sb.Exec(context.Background(), []string{"true"}, nil); !IsCode(err, CodeUnavailable) {
 		t.Errorf("exec after Close: %v", err)
 	}
 }
@@ -714,7 +735,7 @@ func TestInsideUnprivilegedDocker(t *testing.T) {
 
 func TestStartErrorsSayWhy(t *testing.T) {
 	cfg := config()
-	cfg.OCIImage = "oci:/nonexistent/layout"
+	cfg.Image = "oci:/nonexistent/layout"
 	_, err := New(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("missing image: %v", err)
@@ -741,7 +762,7 @@ func TestLateStartErrorsSayWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: damaged, GuestPath: "/data"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: damaged, Target: "/data"}}
 	for range 10 {
 		_, err := New(context.Background(), cfg)
 		if err == nil || !strings.Contains(err.Error(), "superblock") || strings.Contains(err.Error(), "SIGKILL") {
@@ -755,7 +776,7 @@ func TestLateStartErrorsSayWhy(t *testing.T) {
 // its exit broke.
 func TestStartErrorsLeadWithRungvsWords(t *testing.T) {
 	cfg := config()
-	cfg.OCIImage = "oci:/nonexistent-gvx-test-layout:latest"
+	cfg.Image = "oci:/nonexistent-gvx-test-layout:latest"
 	_, err := New(context.Background(), cfg)
 	want := `gvx: starting the sandbox: rungv: OCI layout "/nonexistent-gvx-test-layout"`
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "(rungv exited with status 1)") ||
@@ -888,7 +909,7 @@ func fdLimitHelperMain() int {
 		fmt.Println("setrlimit:", err)
 		return 1
 	}
-	cfg := Config{OCIImage: os.Getenv("GVX_TEST_IMAGE"), Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE"), KeepAlive: true}
+	cfg := Config{Sandbox: spec.Sandbox{Image: os.Getenv("GVX_TEST_IMAGE"), KeepAlive: true}, Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE")}
 	var sbs []*Sandbox
 	defer func() {
 		for _, sb := range sbs {
@@ -910,7 +931,7 @@ func fdLimitHelperMain() int {
 // helperMain starts a sandbox, prints rungv's pid and waits to be killed.
 func helperMain() int {
 	sb, err := New(context.Background(), Config{
-		OCIImage: os.Getenv("GVX_TEST_IMAGE"), Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE"), KeepAlive: true})
+		Sandbox: spec.Sandbox{Image: os.Getenv("GVX_TEST_IMAGE"), KeepAlive: true}, Rungv: os.Getenv("GVX_TEST_RUNGV"), Cache: os.Getenv("GVX_TEST_CACHE")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -936,5 +957,82 @@ func TestACommandThatEndsAtOnce(t *testing.T) {
 		if err != nil || code != 3 {
 			t.Fatalf("run %d: exit %d, %v; want 3", i, code, err)
 		}
+	}
+}
+
+// TestConfigIsTheJSONPythonSends: gvx_sandbox_new's JSON, as Python's
+// sandbox_config builds it, decodes straight into a Config, strictly: the
+// spec's keys and the runner's (rungv, cache, insecure) are the Config's,
+// and the caller's streams are not keys.
+func TestConfigIsTheJSONPythonSends(t *testing.T) {
+	decode := func(s string) (Config, error) {
+		var c Config
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		return c, dec.Decode(&c)
+	}
+	c, err := decode(`{"image": "oci:x:latest", "keep_alive": true, "env": ["A=1"], "platform": "auto", "spin": false,
+		"network": "nat", "ports": [{"guest_port": 80}], "memory": 536870912, "cpus": 1.5, "pids_limit": -1, "timeout": 2.5,
+		"rungv": "/opt/rungv", "cache": "/var/cache/gvx", "insecure": true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	want := Config{Sandbox: spec.Sandbox{Image: "oci:x:latest", KeepAlive: true, Env: []string{"A=1"}, Platform: "auto", Spin: &off,
+		Network: spec.NetworkNAT, Ports: []spec.Port{{GuestPort: 80}}, Memory: 512 << 20, CPUs: 1.5, PidsLimit: -1, Timeout: spec.Seconds(2500 * time.Millisecond)},
+		Rungv: "/opt/rungv", Cache: "/var/cache/gvx", Insecure: true}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", c, want)
+	}
+	for _, key := range []string{"stdout", "Stdin", "extraArgs", "oci_image"} {
+		if _, err := decode(`{"image": "x", "` + key + `": null}`); err == nil {
+			t.Errorf("the key %q was accepted", key)
+		}
+	}
+}
+
+// TestAFreshSandboxFromConfig: Config returns what the sandbox was started
+// with, and New of it is a fresh sandbox, without the old one's writes.
+func TestAFreshSandboxFromConfig(t *testing.T) {
+	cfg := config()
+	cfg.Hostname = "episode"
+	sb := newSandbox(t, cfg)
+	if !reflect.DeepEqual(sb.Config(), cfg) {
+		t.Fatalf("Config() = %+v, want %+v", sb.Config(), cfg)
+	}
+	sh(t, sb, "echo dirty > /tmp/state", nil)
+	fresh := newSandbox(t, sb.Config())
+	if res := sh(t, fresh, "hostname; cat /tmp/state", nil); string(res.Stdout) != "episode\n" {
+		t.Errorf("the fresh sandbox: %+v", res)
+	}
+}
+
+// TestSignalNumbers: a number that is no signal is an invalid argument,
+// which the sandbox's control server names (capi checked it again, and no
+// longer does); a signal reaches the init.
+func TestSignalNumbers(t *testing.T) {
+	cfg := config()
+	cfg.KeepAlive = false
+	cfg.Cmd = []string{"/bin/sh", "-c", "trap 'exit 7' USR1; touch /tmp/trapped; while :; do sleep 1; done"}
+	sb := newSandbox(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, sig := range []syscall.Signal{0, -1, 65} {
+		if err := sb.Signal(ctx, sig); !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "is not a signal number (1..64)") {
+			t.Errorf("Signal(%d): %v; want it refused as no signal", sig, err)
+		}
+	}
+	for {
+		if _, err := sb.Stat(ctx, "/tmp/trapped"); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("the init did not set its trap: %v", err)
+		}
+	}
+	if err := sb.Signal(ctx, syscall.SIGUSR1); err != nil {
+		t.Fatalf("Signal(SIGUSR1): %v", err)
+	}
+	if code, err := sb.Run(ctx); err != nil || code != 7 {
+		t.Fatalf("init ended with %d, %v; want 7 from its trap", code, err)
 	}
 }

@@ -13,10 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The spin budget. SpinAuto lets a sandbox spin only when the host's CPUs
-// are not oversubscribed as it starts (hostBusy), and only while no more than twice
-// as many sandboxes as there are CPUs hold a spin slot on this host, in any
-// process: a Ray node's actors, several drivers and the tests' cluster
+// The spin budget. A sandbox whose Spin is unset (see Config) spins only
+// when the host's CPUs are not oversubscribed as it starts (hostBusy), and
+// only while no more than twice as many sandboxes as there are CPUs hold a
+// spin slot on this host, in any process: a Ray node's actors, several drivers and the tests' cluster
 // of raylets share the CPUs, and a budget per process would let each of them
 // spin its own first sandboxes until the spinners starve the rest.
 //
@@ -30,17 +30,17 @@ import (
 // their own.
 var spinDir = ""
 
-// spinEnv, set to 0 or 1, decides for the sandboxes SpinAuto lets spin
-// (rungv reads it; see SpinAuto).
+// spinEnv, set to 0 or 1, decides for the sandboxes the budget lets spin
+// (rungv reads it; see Config).
 const spinEnv = "GVX_SPIN"
 
 // liveSandboxes counts this process's rungv children that have started and
-// not yet exited; SpinAuto falls back to it as the budget when the slot
+// not yet exited; the budget falls back to it as the budget when the slot
 // directory cannot be used.
 var liveSandboxes atomic.Int64
 
 // spinFits reports whether a sandbox may spin when it makes live sandboxes
-// in all on cpus CPUs (see SpinAuto).
+// in all on cpus CPUs (see Config).
 func spinFits(live int64, cpus int) bool { return live <= 2*int64(cpus) }
 
 // usableCPUs returns how many CPUs this process may run on now.
@@ -52,7 +52,7 @@ func usableCPUs() int {
 	return set.Count()
 }
 
-// takeSpinSlot decides whether a sandbox that SpinAuto governs may spin: it
+// takeSpinSlot decides whether a sandbox whose Spin is unset may spin: it
 // may when it gets one of the host's spin slots. release gives the slot back
 // (or the place in this process's count), once, when the sandbox has exited.
 func takeSpinSlot() (release func(), spin bool) {

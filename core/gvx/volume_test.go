@@ -20,7 +20,7 @@ func TestVolumeMounts(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data.ext4")
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: data, GuestPath: "/data"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: data, Target: "/data"}}
 	sb := newSandbox(t, cfg)
 	if res := sh(t, sb, "echo from-the-sdk > /data/f && cat /data/f", nil); string(res.Stdout) != "from-the-sdk\n" {
 		t.Fatalf("write to the volume: %+v", res)
@@ -41,7 +41,7 @@ func TestVolumeMounts(t *testing.T) {
 		t.Error("the volume needs recovery after Close")
 	}
 
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: data, GuestPath: "/ro", ReadOnly: true}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: data, Target: "/ro", ReadOnly: true}}
 	sb = newSandbox(t, cfg)
 	res := sh(t, sb, "cat /ro/f; touch /ro/g 2>&1 || true", nil)
 	if !strings.Contains(string(res.Stdout), "from-the-sdk") || !strings.Contains(string(res.Stdout), "Read-only file system") {
@@ -51,24 +51,24 @@ func TestVolumeMounts(t *testing.T) {
 
 func TestMountErrorsSayWhatToWrite(t *testing.T) {
 	for _, c := range []struct {
-		m    Mount
+		m    spec.Mount
 		want string
 	}{
-		{Mount{Kind: "bind", ImagePath: "x", GuestPath: "/x"}, `mounts[0].type: "bind" is not a mount type; only "volume"`},
-		{Mount{Kind: MountVolume, GuestPath: "/x"}, "mounts[0].source: is empty; name the volume's host file"},
-		{Mount{Kind: MountVolume, ImagePath: "x", GuestPath: "x"}, `mounts[0].target: "x" is not an absolute path`},
+		{spec.Mount{Type: "bind", Source: "x", Target: "/x"}, `mounts[0].type: "bind" is not a mount type; only "volume"`},
+		{spec.Mount{Type: spec.MountVolume, Target: "/x"}, "mounts[0].source: is empty; name the volume's host file"},
+		{spec.Mount{Type: spec.MountVolume, Source: "x", Target: "x"}, `mounts[0].target: "x" is not an absolute path`},
 	} {
 		cfg := config()
-		cfg.Mounts = []Mount{c.m}
-		if _, err := cfg.spec(); err == nil || !strings.Contains(err.Error(), c.want) {
+		cfg.Mounts = []spec.Mount{c.m}
+		if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error mentioning %q", c.m, err, c.want)
 		}
 	}
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: "a,b.ext4", GuestPath: "/data,x", ReadOnly: true}}
-	sp, err := cfg.spec()
-	if want := []spec.Mount{{Type: spec.MountVolume, Source: "a,b.ext4", Target: "/data,x", ReadOnly: true}}; err != nil || !reflect.DeepEqual(sp.Mounts, want) {
-		t.Errorf("spec mounts %+v, %v; want %+v", sp.Mounts, err, want)
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: "a,b.ext4", Target: "/data,x", ReadOnly: true}}
+	sp := rungvSpec(t, cfg)
+	if want := []spec.Mount{{Type: spec.MountVolume, Source: "a,b.ext4", Target: "/data,x", ReadOnly: true}}; !reflect.DeepEqual(sp.Mounts, want) {
+		t.Errorf("spec mounts %+v; want %+v", sp.Mounts, want)
 	}
 }
 
@@ -81,7 +81,7 @@ func TestVolumePathsWithCommas(t *testing.T) {
 	}
 	data := filepath.Join(dir, "a,b.ext4")
 	cfg := config()
-	cfg.Mounts = []Mount{{Kind: MountVolume, ImagePath: data, GuestPath: "/data,x"}}
+	cfg.Mounts = []spec.Mount{{Type: spec.MountVolume, Source: data, Target: "/data,x"}}
 	sb := newSandbox(t, cfg)
 	if res := sh(t, sb, "echo comma > /data,x/f && cat /data,x/f && grep -c ' /data,x ' /proc/mounts", nil); string(res.Stdout) != "comma\n1\n" {
 		t.Fatalf("the volume at /data,x: %+v", res)

@@ -50,7 +50,7 @@ type Sandbox struct {
 	Platform Platform `json:"platform,omitempty"`
 	// Spin, when set, says whether systrap's threads spin while the guest
 	// and the Sentry wait for each other; nil leaves it to the host's load
-	// (the SDK's SpinAuto).
+	// (the SDK's spin budget, see gvx.Config).
 	Spin *bool `json:"spin,omitempty"`
 
 	// Network is NetworkNone (empty) or NetworkNAT.
@@ -58,15 +58,23 @@ type Sandbox struct {
 	// Ports are published on the host, in either network mode.
 	Ports []Port `json:"ports,omitempty"`
 	// AllowNet, with NetworkNAT, lists the only destinations the guest
-	// may reach, as CIDR[:PORT] ("10.0.0.0/8", "[2001:db8::/32]:443").
-	// Empty: everything but link-local and the host's own addresses.
+	// may reach, as CIDR[:PORT] ("10.0.0.0/8", "192.0.2.1:443",
+	// "[2001:db8::/32]:443"), named as the guest names them: the gateway
+	// 10.0.2.2 stands for the host's loopback. Empty: everything.
+	// Link-local addresses (cloud metadata) and the host's own addresses
+	// stay refused either way unless a rule names them: a prefix inside
+	// 169.254.0.0/16 or fe80::/10, or exactly the host's address; a
+	// covering prefix (0.0.0.0/0, the host's subnet) does not. Refused
+	// connections get a RST, refused UDP an ICMP port unreachable.
 	AllowNet []string `json:"allow_net,omitempty"`
 	// HostLoopback, with NetworkNAT, lets the gateway 10.0.2.2 reach the
-	// host's 127.0.0.1.
+	// host's 127.0.0.1 (port 53 stays the DNS relay).
 	HostLoopback bool `json:"host_loopback,omitempty"`
 	// NetRaw lets guest root open raw and packet sockets.
 	NetRaw bool `json:"net_raw,omitempty"`
 	// NFTables gives the sandbox gVisor's nftables (iptables-nft).
+	// dockerd with its defaults (bridge network, iptables on) needs it
+	// and NetRaw; the Docker-in-gvx image refuses to start without them.
 	NFTables bool `json:"nftables,omitempty"`
 	// AllowPacketSocketWrite lets packet sockets send, not only capture;
 	// it needs NetRaw.
@@ -83,8 +91,10 @@ type Sandbox struct {
 	// CPUs is the number of CPUs the guest sees (rounded up). 0: as many
 	// as CPUSet names, else the host's.
 	CPUs float64 `json:"cpus,omitempty"`
-	// CPUSet lists the host CPUs the sandbox runs on. Empty: every CPU
-	// the caller may use.
+	// CPUSet lists the host CPUs the sandbox runs on (docker run
+	// --cpuset-cpus). Pinning each sandbox of a fleet to its own CPU
+	// shortens guest system calls and execs and keeps sandboxes out of
+	// each other's caches. Empty: every CPU the caller may use.
 	CPUSet []int `json:"cpuset,omitempty"`
 	// PidsLimit caps the tasks (threads included) in the sandbox. 0: the
 	// default (DefaultPidsLimit); -1: no limit.
@@ -115,21 +125,29 @@ const (
 	// NetworkNone gives the sandbox loopback only.
 	NetworkNone NetworkMode = "none"
 	// NetworkNAT gives the sandbox eth0, 10.0.2.15/24, behind a
-	// user-space NAT in rungv: the guest's flows are dialed as ordinary
-	// host sockets. No root, no host change.
+	// user-space NAT in rungv: the guest's TCP and UDP flows are dialed
+	// as ordinary host sockets, DNS to the gateway 10.0.2.2 is relayed to
+	// the host's resolvers, and /etc/resolv.conf is set to the gateway
+	// unless the image names a real nameserver. No root, no host change.
 	NetworkNAT NetworkMode = "nat"
 )
 
-// Port publishes a port of the sandbox on the host: connections to the
-// host side reach the guest's 127.0.0.1:GuestPort.
+// Port publishes a port of the sandbox on the host. Connections (or UDP
+// datagrams) to the host side reach the guest's 127.0.0.1:GuestPort, so a
+// guest service listening on 0.0.0.0 or 127.0.0.1 gets them, in either
+// network mode; with NetworkNAT a TCP connection that loopback refuses is
+// tried on eth0's 10.0.2.15 next.
 type Port struct {
 	// HostPath, if set, publishes on a unix socket at this host path
-	// (TCP in the guest); rungv refuses a path that exists and removes
-	// the socket when it ends.
+	// (the seed workflow: DOCKER_HOST=unix://HostPath); the guest side is
+	// TCP. rungv creates it with mode 0600, refuses a path that exists,
+	// and removes the socket when it ends, even by SIGKILL.
 	HostPath string `json:"host_path,omitempty"`
 	// HostIP is the host address to listen on; empty: 127.0.0.1.
 	HostIP string `json:"host_ip,omitempty"`
-	// HostPort is the host port; 0 lets the host pick a free one.
+	// HostPort is the host port; 0 lets the host pick a free one, which
+	// the sandbox's info reports (what a fleet of sandboxes publishing
+	// the same guest port wants).
 	HostPort uint16 `json:"host_port,omitempty"`
 	// GuestPort is the port in the sandbox.
 	GuestPort uint16 `json:"guest_port"`
@@ -144,8 +162,11 @@ type MountType string
 // writes itself.
 const MountVolume MountType = "volume"
 
-// Mount attaches the ext4 volume in the host file Source at Target. A
-// missing Source is created (16 GiB, sparse) unless ReadOnly.
+// Mount attaches the ext4 volume in the host file Source (an image or a
+// clone, see `rungv volume`) at Target. A missing Source is created
+// (16 GiB, sparse) unless ReadOnly. The sandbox writes the volume back and
+// closes it cleanly when it stops; if its process is killed instead, the
+// journal replays at the next mount.
 type Mount struct {
 	// Type is MountVolume (or empty, which means it).
 	Type MountType `json:"type,omitempty"`

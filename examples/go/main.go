@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"z.gfire.dev/gvx/core/gvx"
@@ -32,18 +33,20 @@ func main() {
 func episode(image string) error {
 	ctx := context.Background()
 	start := time.Now()
-	sb, err := gvx.New(ctx, gvx.Config{
-		OCIImage:  image,
+	sb, err := gvx.New(ctx, gvx.Config{Sandbox: spec.Sandbox{
+		Image:     image,
 		KeepAlive: true,
-		Resources: gvx.Resources{MemoryBytes: 512 << 20, PidsLimit: 256},
-	})
+		Memory:    512 << 20,
+		PidsLimit: 256,
+	}})
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
 	fmt.Printf("sandbox %s ready in %v (rungv pid %d)\n", sb.Info().ID, time.Since(start).Round(time.Millisecond), sb.PID())
 
-	if err := sb.WriteFile(ctx, "/tmp/task.sh", []byte("#!/bin/sh\necho \"solving in $(pwd) as $(id -un)\"\nexit 3\n"), 0o755); err != nil {
+	task := "#!/bin/sh\necho \"solving in $(pwd) as $(id -un)\"\nexit 3\n"
+	if _, err := sb.WriteFile(ctx, "/tmp/task.sh", strings.NewReader(task), gvx.WriteOptions{Mode: 0o755}); err != nil {
 		return err
 	}
 	for _, cmd := range [][]string{

@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Boot, err = each(cfg.N, cfg.Booters, func(i int) error {
 		sc := cfg.Sandbox
 		if len(cfg.CPUSets) > 0 {
-			sc.Resources.CPUSet = cfg.CPUSets[i%len(cfg.CPUSets)]
+			sc.CPUSet = cfg.CPUSets[i%len(cfg.CPUSets)]
 		}
 		sb, err := gvx.New(ctx, sc)
 		sbs[i] = sb

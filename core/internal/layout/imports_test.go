@@ -196,3 +196,32 @@ func TestRungvIsFlagsAndOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKCallersNeedNoProtocol keeps the Go SDK whole: what its callers
+// use — the C library, the examples, the benchmarks — comes from core/gvx
+// (and core/spec, the sandbox's description), never from the control
+// protocol underneath it, whose results and errors the SDK names itself.
+func TestSDKCallersNeedNoProtocol(t *testing.T) {
+	const protocol = "z.gfire.dev/gvx/core/control"
+	for _, rule := range []struct {
+		pkg string
+		cgo bool
+	}{
+		{pkg: "z.gfire.dev/gvx/capi", cgo: true},
+		{pkg: "z.gfire.dev/gvx/examples/..."},
+		{pkg: "z.gfire.dev/gvx/benchmarks/..."},
+	} {
+		cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", rule.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+map[bool]string{true: "1", false: "0"}[rule.cgo])
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", rule.pkg, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) > 0 && slices.Contains(fields[1:], protocol) {
+				t.Errorf("%s imports %s: use what core/gvx names (its result types, IsCode and the Code constants) instead", fields[0], protocol)
+			}
+		}
+	}
+}
