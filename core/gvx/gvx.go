@@ -100,6 +100,9 @@ func (c *Config) runArgs(controlFD int) []string {
 	if c.Stdin != nil {
 		a = append(a, "--interactive")
 	}
+	if c.Insecure {
+		a = append(a, "--insecure")
+	}
 	return append(a, c.extraArgs...)
 }
 
