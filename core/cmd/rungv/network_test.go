@@ -1,72 +1,19 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"z.gfire.dev/gvx/core/internal/hoststate"
-	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/netstack"
 	"z.gfire.dev/gvx/core/netstack/netstacktest"
 )
-
-// The network tests run real sandboxes, locked down as always, and talk
-// only to servers on 127.0.0.1. Every NAT sandbox gets --dns-upstream
-// pointing at a test server: no query reaches the host's resolvers.
-
-var netImage struct {
-	once  sync.Once
-	cache string
-	ref   string
-	err   error
-}
-
-// netTestImage returns a cache with the test image pulled, shared by the
-// network tests.
-func netTestImage(t *testing.T) (cache, ref string) {
-	t.Helper()
-	netImage.once.Do(func() {
-		b, err := testimage.Build()
-		if err != nil {
-			netImage.err = err
-			return
-		}
-		netImage.cache = filepath.Join(filepath.Dir(rungvBinary), "net-cache")
-		netImage.ref = b.LayoutRef()
-		cmd := exec.Command(rungvBinary, "--cache", netImage.cache, "pull", "-q", netImage.ref)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			netImage.err = fmt.Errorf("pull: %v\n%s", err, out)
-		}
-	})
-	if netImage.err != nil {
-		t.Fatal(netImage.err)
-	}
-	return netImage.cache, netImage.ref
-}
-
-// runNet runs a shell script in a sandbox with the given rungv flags.
-func runNet(t *testing.T, flags []string, script string) (string, string, int) {
-	t.Helper()
-	cache, ref := netTestImage(t)
-	args := append([]string{"run"}, flags...)
-	args = append(args, ref, "sh", "-c", script)
-	return rungv(t, cache, args...)
-}
 
 func TestNATFromTheGuest(t *testing.T) {
 	echo := netstacktest.TCPEcho(t, "host:")
@@ -141,179 +88,6 @@ func TestNetworkNoneHasNoRoute(t *testing.T) {
 	}
 }
 
-// startRungv starts a long-running sandbox and returns its command and
-// a buffer with its stderr.
-func startRungv(t *testing.T, flags []string, script string) (*exec.Cmd, *strings.Builder) {
-	t.Helper()
-	cache, ref := netTestImage(t)
-	args := append([]string{"--cache", cache, "run"}, flags...)
-	args = append(args, ref, "sh", "-c", script)
-	cmd := exec.Command(rungvBinary, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd, &stderr
-}
-
-// httpGet fetches url with client, retrying until the guest's server is
-// up or the deadline passes.
-func httpGet(t *testing.T, client *http.Client, url string) string {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil && resp.StatusCode == 200 {
-				return string(body)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func unixClient(path string) *http.Client {
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-	}}
-}
-
-// waitGone waits until path no longer exists.
-func waitGone(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Lstat(path); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-const httpdScript = `mkdir -p /tmp/www && echo "guest httpd" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www`
-
-func TestPublishedPortsFromTheHost(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "web.sock")
-	port := netstacktest.FreePort(t)
-	for _, network := range []string{"none", "nat"} {
-		t.Run(network, func(t *testing.T) {
-			flags := []string{"--network", network, "-p", "unix:" + sock + ":8080", "-p", fmt.Sprintf("127.0.0.1:%d:8080", port)}
-			cmd, stderr := startRungv(t, flags, httpdScript)
-			if got := httpGet(t, unixClient(sock), "http://guest/"); got != "guest httpd\n" {
-				t.Errorf("through -p unix: %q", got)
-			}
-			if got := httpGet(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/", port)); got != "guest httpd\n" {
-				t.Errorf("through -p 127.0.0.1:%d:8080: %q", port, got)
-			}
-			if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
-				t.Errorf("the published socket: %v %v, want mode 0600", st.Mode(), err)
-			}
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-			waitGone(t, sock)
-			if t.Failed() {
-				t.Logf("rungv stderr:\n%s", stderr)
-			}
-		})
-	}
-
-	// -p GUESTPORT: the host picks the port, and rungv says which on
-	// stderr before the sandbox starts.
-	cache, ref := netTestImage(t)
-	cmd := exec.Command(rungvBinary, "--cache", cache, "run", "-p", "8080", ref, "sh", "-c", httpdScript)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	announced := regexp.MustCompile(`^rungv: published 127\.0\.0\.1:(\d+) -> 8080/tcp$`)
-	lines := bufio.NewScanner(stderr)
-	chosen := ""
-	for chosen == "" && lines.Scan() {
-		if m := announced.FindStringSubmatch(lines.Text()); m != nil {
-			chosen = m[1]
-		}
-	}
-	if chosen == "" {
-		t.Fatal("rungv -p 8080 did not say which host port it published")
-	}
-	go io.Copy(io.Discard, stderr)
-	if got := httpGet(t, http.DefaultClient, "http://127.0.0.1:"+chosen+"/"); got != "guest httpd\n" {
-		t.Errorf("through -p 8080 (host port %s): %q", chosen, got)
-	}
-}
-
-func TestPublishedSocketRemovedAfterKill9(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "docker.sock")
-	ctl := filepath.Join(dir, "control.sock")
-	cmd, _ := startRungv(t, []string{"-p", "unix:" + sock + ":8080", "--control", "unix:" + ctl}, httpdScript)
-	if got := httpGet(t, unixClient(sock), "http://guest/"); got != "guest httpd\n" {
-		t.Fatalf("through -p unix: %q", got)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	waitGone(t, sock)
-	waitGone(t, ctl)
-}
-
-func TestPublishedRawTCPHalfClose(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "nc.sock")
-	startRungv(t, []string{"-p", "unix:" + sock + ":9000"}, `exec nc -l -p 9000 -e cat`)
-	payload := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.Dial("unix", sock)
-		if err != nil && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond) // rungv is starting
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			io.WriteString(c, payload)
-			c.(*net.UnixConn).CloseWrite()
-		}()
-		c.SetDeadline(time.Now().Add(15 * time.Second))
-		got, err := io.ReadAll(c)
-		c.Close()
-		if len(got) == 0 && time.Now().Before(deadline) {
-			// The guest's nc was not listening yet: the relay closed
-			// the connection at once.
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil || string(got) != payload {
-			t.Fatalf("1 MiB echoed by the guest: %d bytes, %v", len(got), err)
-		}
-		return
-	}
-}
-
 // hostState is what a sandbox must not change on the host (hoststate),
 // and the count of listening unix sockets bound to a path (not the
 // connected ones of whatever else runs here).
@@ -356,80 +130,6 @@ func TestNATChangesNothingOnTheHost(t *testing.T) {
 	}
 	if diffs := hoststate.Unchanged(3, func() hoststate.State { return hostState(t) }, workload, t.Logf); diffs != nil {
 		t.Fatalf("a NAT sandbox changed the host:\n%s", strings.Join(diffs, "\n"))
-	}
-}
-
-func TestNetworkFlagErrorsSayWhatToWrite(t *testing.T) {
-	cases := []struct {
-		flags []string
-		want  string
-	}{
-		{[]string{"--network", "host"}, "use --network nat"},
-		{[]string{"--network", "bridge"}, "use --network nat"},
-		{[]string{"--network", "tap"}, `use "none" or "nat"`},
-		{[]string{"--network", "none", "--allow-net", "10.0.0.0/8"}, "add --network nat"},
-		{[]string{"--network", "none", "--host-loopback"}, "add --network nat"},
-		{[]string{"--network", "nat", "--allow-net", "example.com"}, "names are not resolved"},
-		{[]string{"--network", "nat", "--allow-net", "10.0.0.1/8"}, "write 10.0.0.0/8"},
-		{[]string{"--network", "nat", "--allow-net", "10.0.0.0/8:0"}, "1-65535"},
-		{[]string{"--network", "nat", "--allow-net", "127.0.0.1"}, "--host-loopback --allow-net 10.0.2.2"},
-		{[]string{"--network", "nat", "--allow-net", "10.0.2.2:80"}, "add it"},
-		{[]string{"-p", "[::1]:8080"}, "write [IP:][HOSTPORT:]GUESTPORT"},
-		{[]string{"-p", "8080-8090:80"}, "one port per -p"},
-		{[]string{"-p", "8080:80/sctp"}, "use /tcp or /udp"},
-		{[]string{"-p", "unix:/tmp/x.sock:80/udp"}, "drop /udp"},
-		{[]string{"-p", "unix:/tmp/x.sock"}, "unix:HOSTPATH:GUESTPORT"},
-		{[]string{"-p", "localhost:8080:80"}, "give an IP address"},
-		{[]string{"-p", "127.0.0.1:80:0"}, "1-65535"},
-		{[]string{"-p", "127.0.0.1:70000:80"}, "1-65535"},
-		{[]string{"--allow-packet-socket-write"}, "add it"},
-	}
-	for _, c := range cases {
-		if err := cliError(t, append(c.flags, "img")...); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v, want an error saying %q", c.flags, err, c.want)
-		}
-	}
-	sp, _, err := parseRun(t, "--net-raw", "--allow-packet-socket-write", "img")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg, _, err := planSandbox(&sp, nil); err != nil || !cfg.AllowPacketSocketWrite {
-		t.Errorf("--net-raw --allow-packet-socket-write: %v, AllowPacketSocketWrite %v", err, cfg.AllowPacketSocketWrite)
-	}
-}
-
-func TestNetworkFlagsParse(t *testing.T) {
-	args := []string{"--network", "nat", "--host-loopback"}
-	for _, r := range []string{"10.0.0.0/8", "192.0.2.1:443", "[2001:db8::/32]:443", "2001:db8::1", "10.0.2.2:8080"} {
-		args = append(args, "--allow-net", r)
-	}
-	for _, p := range []string{"unix:rel.sock:2375", "8080:80", "0.0.0.0:5353:53/udp", "[::1]:8443:443/tcp",
-		"9000", "127.0.0.1::9001/udp", "0:9002", "[::1]:0:9003"} { // the last four: the host picks the port
-		args = append(args, "-p", p)
-	}
-	sp, _, err := parseRun(t, append(args, "img")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, cfg, err := planSandbox(&sp, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []string
-	for _, r := range cfg.Allow {
-		rules = append(rules, r.String())
-	}
-	if got, want := strings.Join(rules, " "), "10.0.0.0/8 192.0.2.1/32:443 [2001:db8::/32]:443 2001:db8::1/128 10.0.2.2/32:8080"; got != want {
-		t.Errorf("allow rules %q, want %q", got, want)
-	}
-	wd, _ := os.Getwd()
-	var pubs []string
-	for _, p := range cfg.Publish {
-		pubs = append(pubs, p.String())
-	}
-	if got, want := strings.Join(pubs, " "), "unix:"+filepath.Join(wd, "rel.sock")+":2375 127.0.0.1:8080:80 0.0.0.0:5353:53/udp [::1]:8443:443 "+
-		"127.0.0.1:0:9000 127.0.0.1:0:9001/udp 127.0.0.1:0:9002 [::1]:0:9003"; got != want {
-		t.Errorf("published %q, want %q", got, want)
 	}
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -10,52 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"z.gfire.dev/gvx/core/control"
-	"z.gfire.dev/gvx/core/internal/ptytest"
-	"z.gfire.dev/gvx/core/internal/testimage"
-	"z.gfire.dev/gvx/core/spec"
 )
 
 // These tests run `rungv run` as a user would: the real binary, the
 // Sentry, the test image.
-
-func testImage(t *testing.T) string {
-	t.Helper()
-	b, err := testimage.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.LayoutRef()
-}
-
-func sharedCache(t *testing.T) string {
-	t.Helper()
-	return filepath.Join(os.TempDir(), "rungv-cli-test-cache")
-}
-
-// runCLI runs rungv with stdin and returns stdout, stderr and the exit code.
-func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(rungvBinary, append([]string{"--cache", sharedCache(t)}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-		if st := ee.Sys().(syscall.WaitStatus); st.Signaled() {
-			code = 128 + int(st.Signal())
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
-}
 
 func TestRunExitCodes(t *testing.T) {
 	img := testImage(t)
@@ -178,149 +136,6 @@ func TestDockerOnlyFlagsSayWhatToDoInstead(t *testing.T) {
 		_, errOut, code := runCLI(t, "", args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("rungv %v: exit %d, stderr %q; want it to say %q", args, code, errOut, tc.want)
-		}
-	}
-}
-
-func TestRunTTY(t *testing.T) {
-	img := testImage(t)
-	master, replica, err := ptytest.Open()
-	if err != nil {
-		t.Skipf("no host pseudo-terminals: %v", err)
-	}
-	defer master.Close()
-	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "-t", img, "sh", "-c", "test -t 0 && test -t 1 && echo tty-yes $TERM")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = replica, replica, replica
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	replica.Close()
-	got := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(master)
-		var all strings.Builder
-		for {
-			line, err := r.ReadString('\n')
-			all.WriteString(line)
-			if strings.Contains(all.String(), "tty-yes") || err != nil {
-				got <- all.String()
-				return
-			}
-		}
-	}()
-	select {
-	case out := <-got:
-		if !strings.Contains(out, "tty-yes xterm") {
-			t.Errorf("-t: the command did not see a terminal: %q", out)
-		}
-	case <-time.After(60 * time.Second):
-		t.Error("-t: no output")
-	}
-	cmd.Wait()
-	_, errOut, code := runCLI(t, "", "run", "-q", "-t", img, "true")
-	if code == 0 || !strings.Contains(errOut, "not a TTY") {
-		t.Errorf("-t without a terminal: exit %d, %q", code, errOut)
-	}
-}
-
-func TestRunTimeoutAndSignals(t *testing.T) {
-	img := testImage(t)
-	_, errOut, code := runCLI(t, "", "run", "-q", "--timeout", "500ms", img, "sleep", "30")
-	if code != 143 || !strings.Contains(errOut, "--timeout 500ms reached") {
-		t.Errorf("--timeout: exit %d, %q", code, errOut)
-	}
-	// SIGTERM to rungv reaches the command, which ends on its own terms.
-	cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", img, "sh", "-c",
-		`trap 'echo got TERM; exit 5' TERM; echo ready; while :; do sleep 0.05; done`)
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(stdout)
-	if line, _ := r.ReadString('\n'); line != "ready\n" {
-		t.Fatalf("no ready line: %q", line)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	rest, _ := r.ReadString('\n')
-	err := cmd.Wait()
-	if rest != "got TERM\n" || cmd.ProcessState.ExitCode() != 5 {
-		t.Errorf("SIGTERM forwarding: %q, %v", rest, err)
-	}
-	// A command that ignores SIGTERM is killed after --stop-timeout.
-	cmd = exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--stop-timeout", "300ms", img, "sh", "-c",
-		`trap '' TERM; echo ready; while :; do sleep 0.05; done`)
-	stdout, _ = cmd.StdoutPipe()
-	cmd.Start()
-	bufio.NewReader(stdout).ReadString('\n')
-	start := time.Now()
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 137 || time.Since(start) > 20*time.Second {
-		t.Errorf("ignored SIGTERM: exit %d after %v, want 137 soon after 300ms", code, time.Since(start))
-	}
-}
-
-// startControlled starts `rungv run -q --keep-alive --control unix:SOCK
-// ARGS...` and dials its control socket. The caller kills or stops cmd.
-func startControlled(t *testing.T, sock string, args ...string) (*exec.Cmd, *bytes.Buffer, *control.Client) {
-	t.Helper()
-	cmd := exec.Command(rungvBinary, append([]string{"--cache", sharedCache(t), "run", "-q", "--keep-alive", "--control", "unix:" + sock}, args...)...)
-	stderr := new(bytes.Buffer)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var c *control.Client
-	var err error
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err = control.Dial(context.Background(), "unix:"+sock); err == nil {
-			return cmd, stderr, c
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	t.Fatalf("dial: %v (%s)", err, stderr.String())
-	return nil, nil, nil
-}
-
-// TestRunControlSocket drives a --keep-alive sandbox through its control
-// socket, then stops it: the socket file is gone afterwards.
-func TestRunControlSocket(t *testing.T) {
-	img := testImage(t)
-	sock := filepath.Join(t.TempDir(), "box.sock")
-	cmd, stderr, c := startControlled(t, sock, img)
-	defer cmd.Process.Kill()
-	var out bytes.Buffer
-	res, err := c.Exec(context.Background(), control.ExecRequest{Exec: spec.Exec{Argv: []string{"sh", "-c", "echo via socket; exit 4"}}}, control.ExecIO{Stdout: &out})
-	if err != nil || res.ExitCode != 4 || out.String() != "via socket\n" {
-		t.Fatalf("exec over the socket: %+v %q %v", res, out.String(), err)
-	}
-	if st, _ := os.Stat(sock); st == nil || st.Mode().Perm() != 0o600 {
-		t.Errorf("the control socket must be private (0600): %v", st)
-	}
-	c.Close()
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("rungv after SIGTERM: %v (%s)", err, stderr.String())
-	}
-	waitRemoved(t, sock, "the control socket")
-	_, errOut, code := runCLI(t, "", "run", "--keep-alive", img)
-	if code == 0 || !strings.Contains(errOut, "--control") {
-		t.Errorf("--keep-alive without --control: exit %d, %q", code, errOut)
-	}
-}
-
-// waitRemoved waits, with a deadline, for the janitor to remove path once
-// rungv has exited.
-func waitRemoved(t *testing.T, path, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Lstat(path); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there 10 s after rungv exited", what)
 		}
 	}
 }
