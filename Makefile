@@ -175,3 +175,6 @@ test-wheel: deps-python
 	# gvx.ray is in the wheel too (Ray itself is an extra).
 	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import importlib.util as u; assert u.find_spec("gvx.ray"), "gvx.ray is not in the wheel"'
+	# So is gvx.integrations.minisweagent (mini-swe-agent is an extra).
+	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
+		'import importlib.util as u; assert u.find_spec("gvx.integrations.minisweagent"), "gvx.integrations is not in the wheel"'
