@@ -196,3 +196,25 @@ def test_import_gvx_does_not_need_minisweagent() -> None:
     )
     r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+@needs_minisweagent
+def test_golden_and_restore_pass_through(tmp_path: Path) -> None:
+    import gvx
+
+    golden = gvx.Volume.create(tmp_path / "golden.ext4", "64m")
+    with gvx.Sandbox(mounts=[gvx.Mount(golden.path, "/data")]) as sb:
+        sb.exec("echo prepared > /data/state", check=True)
+    for _ in range(2):  # each environment writes its own clone; the golden stays as prepared
+        with GvxEnvironment(golden=str(golden.path), golden_path="/data") as env:
+            assert env.execute({"command": "cat /data/state; echo episode >> /data/state"})["output"] == "prepared\n"
+            clone_dir = env._episode_dir
+            assert clone_dir is not None and clone_dir.is_dir()
+        assert not clone_dir.exists()
+
+    snap = tmp_path / "task.snap"
+    with gvx.Sandbox() as sb:
+        sb.exec("echo set-up > /root/task", check=True)
+        sb.checkpoint(snap)
+    with GvxEnvironment(restore=str(snap), cwd="/root") as env:
+        assert env.execute({"command": "cat task"})["output"] == "set-up\n"
