@@ -1036,3 +1036,23 @@ func TestSignalNumbers(t *testing.T) {
 		t.Fatalf("init ended with %d, %v; want 7 from its trap", code, err)
 	}
 }
+
+// TestExecInAMissingWorkingDirectory: as docker exec, a working directory
+// the command cannot enter is its failure (exit code 126, why on stderr),
+// not the SDK's (it was an internal error).
+func TestExecInAMissingWorkingDirectory(t *testing.T) {
+	sb := newSandbox(t, config())
+	for _, tc := range []struct{ cwd, why string }{
+		{"/nonexistent", "no such file or directory"},
+		{"/etc/passwd", "not a directory"},
+	} {
+		res, err := sb.Exec(context.Background(), []string{"pwd"}, &ExecOptions{Exec: spec.Exec{Cwd: tc.cwd}})
+		if err != nil {
+			t.Fatalf("exec in %s: %v; want exit code 126", tc.cwd, err)
+		}
+		want := fmt.Sprintf("gvx: exec: working directory %q: %s\n", tc.cwd, tc.why)
+		if res.ExitCode != 126 || string(res.Stderr) != want {
+			t.Errorf("exec in %s: exit %d, stderr %q; want 126, %q", tc.cwd, res.ExitCode, res.Stderr, want)
+		}
+	}
+}

@@ -83,7 +83,12 @@ var _ control.Process = StartFailure{}
 // request).
 func StartFailureOf(argv0 string, err error) (StartFailure, bool) {
 	var notFound user.ExecutableResolveError
+	var noDir *sentry.WorkingDirError
 	switch {
+	case errors.As(err, &noDir):
+		// Before the errnos below, which it wraps. As docker exec: a
+		// working directory it cannot enter is the command's failure.
+		return StartFailure{126, fmt.Sprintf("exec: working directory %q: %v", noDir.Path, noDir.Err)}, true
 	case errors.As(err, &notFound):
 		// Looked up in $PATH, where, as for docker, a file that is not
 		// executable does not count.

@@ -65,6 +65,8 @@ func (s *Sandbox) createProcess(spec *ProcessSpec, isInit bool, exe *vfs.FileDes
 		if err := s.makeDir(args.WorkingDirectory); err != nil {
 			return nil, err
 		}
+	} else if err := s.checkDir(args.WorkingDirectory); err != nil {
+		return nil, err
 	}
 	args.Envv, err = user.MaybeAddExecUserHome(pctx, s.mns, args.Credentials.RealKUID, args.Envv)
 	if err != nil {
@@ -133,15 +135,39 @@ func (s *Sandbox) makeDir(dir string) error {
 	return nil
 }
 
+// checkDir returns a *WorkingDirError if an Exec cannot enter dir: it is
+// missing or not a directory. gVisor's process creation would fail on it
+// too, with an error that does not say it is about the working directory.
+func (s *Sandbox) checkDir(dir string) error {
+	ctx := s.k.SupervisorContext()
+	root := s.mns.Root(ctx)
+	defer root.DecRef(ctx)
+	creds := auth.NewRootCredentials(s.k.RootUserNamespace())
+	pop := &vfs.PathOperation{Root: root, Start: root, Path: fspath.Parse(dir), FollowFinalSymlink: true}
+	vd, err := s.k.VFS().GetDentryAt(ctx, creds, pop, &vfs.GetDentryOptions{CheckSearchable: true})
+	if err != nil {
+		return &WorkingDirError{Path: dir, Err: err, Exec: true}
+	}
+	vd.DecRef(ctx)
+	return nil
+}
+
 // A WorkingDirError is a ProcessSpec.Cwd that Start could not create as a
-// directory: the guest's filesystem, not the spec, is in question.
+// directory, or that an Exec cannot enter: the guest's filesystem, not the
+// spec, is in question.
 type WorkingDirError struct {
 	Path string
 	Err  error
+	// Exec is set for an Exec's, which is not created, as docker exec
+	// does not create one.
+	Exec bool
 }
 
 // Error implements error.
 func (e *WorkingDirError) Error() string {
+	if e.Exec {
+		return fmt.Sprintf("sentry: working directory %s: %v; an exec does not create it: give a directory that exists in the guest", e.Path, e.Err)
+	}
 	return fmt.Sprintf("sentry: creating working directory %s: %v; give a directory that exists in the guest or can be created there", e.Path, e.Err)
 }
 
