@@ -24,8 +24,9 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 # (reflink clone tests), debootstrap (the Docker-in-gvx image), isal (igzip,
 # which inflates gzip layers for pulls 2-3x faster than Go; pulls work without).
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
-# ray: the tests of gvx.ray (the gvx[ray] extra), at the version they were written against.
-PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml
+# ray: the tests of gvx.ray (the gvx[ray] extra), at the version they were written against;
+# skyrl-gym: those of gvx.integrations.skyrl (the gvx[skyrl] extra), likewise.
+PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml skyrl-gym==0.4.0
 
 .PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
 
@@ -172,3 +173,6 @@ test-wheel: deps-python
 	# gvx.ray is in the wheel too (Ray itself is an extra).
 	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import importlib.util as u; assert u.find_spec("gvx.ray"), "gvx.ray is not in the wheel"'
+	# So is gvx.integrations.skyrl (SkyRL-Gym itself is an extra).
+	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
+		'import importlib.util as u; assert u.find_spec("gvx.integrations.skyrl"), "gvx.integrations.skyrl is not in the wheel"'
