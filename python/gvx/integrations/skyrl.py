@@ -235,37 +235,41 @@ class GvxTextEnv(BaseTextEnv):  # type: ignore[misc]  # SkyRL-Gym ships no type 
             )
         if self.sandbox is None:
             raise errors.SandboxClosedError("GvxTextEnv.step: no sandbox yet; call init(prompt) first")
+        try:
+            return self._step(self.sandbox, action)
+        except BaseException:
+            self.close()
+            raise
+
+    def _step(self, sb: Sandbox, action: str) -> BaseTextEnvStepOutput:
         if not isinstance(action, str):
             raise errors.InvalidArgumentError(f"GvxTextEnv.step: the action is the model's text, not {type(action).__name__}")
         self.turns += 1
         command, submitted = parse_action(action)
         metadata: dict[str, Any] = {"command": command, "submitted": submitted}
         try:
-            content: Optional[str] = None
+            content = "No command found: put one shell command in <bash>...</bash>, or <submit/> when the task is done."
             if command is not None:
-                result = self.sandbox.exec(command, timeout=self.task.step_timeout, max_output=self.task.max_output)
+                result = sb.exec(command, timeout=self.task.step_timeout, max_output=self.task.max_output)
                 content = observation(result, self.task.step_timeout)
                 metadata.update(exit_code=result.exit_code, timed_out=result.timed_out, duration=result.duration)
-            elif not submitted:
-                content = "No command found: put one shell command in <bash>...</bash>, or <submit/> when the task is done."
             if not submitted and self.turns < self.max_turns:
-                assert content is not None
                 return BaseTextEnvStepOutput(observations=[{"role": "user", "content": content}], reward=0.0, done=False, metadata=metadata)
-            test = self.sandbox.exec(self.task.test, timeout=self.task.test_timeout, max_output=self.task.max_output)
+            test = sb.exec(self.task.test, timeout=self.task.test_timeout, max_output=self.task.max_output)
             self.reward = 1.0 if test.ok else 0.0
             metadata.update(test_exit_code=test.exit_code, test_timed_out=test.timed_out, test_output=test.stdout + test.stderr)
         except (errors.SandboxUnavailableError, errors.TimeoutError) as e:
+            # The sandbox failed, not the model: the episode ends unscored, and
+            # the error is reported here rather than again by close.
             self.reward = 0.0
             metadata["sandbox_error"] = str(e)
-        except BaseException:
-            self.close()
-            raise
-        self.close()
+        self.close(quiet="sandbox_error" in metadata)
         return BaseTextEnvStepOutput(observations=[], reward=self.reward, done=True, metadata=metadata)
 
-    def close(self) -> None:
+    def close(self, quiet: bool = False) -> None:
         """Stops the episode's sandbox; calling it again does nothing. A sandbox
-        that does not stop cleanly is a ``RuntimeWarning``: it is gone all the same."""
+        that does not stop cleanly is a ``RuntimeWarning`` (unless ``quiet``):
+        it is gone all the same."""
         sb, self.sandbox = self.sandbox, None
         if sb is None:
             return
@@ -273,7 +277,8 @@ class GvxTextEnv(BaseTextEnv):  # type: ignore[misc]  # SkyRL-Gym ships no type 
         try:
             sb.close()
         except errors.SandboxUnavailableError as e:
-            warnings.warn(f"gvx.integrations.skyrl: closing the episode's sandbox: {e}", RuntimeWarning, stacklevel=2)
+            if not quiet:
+                warnings.warn(f"gvx.integrations.skyrl: closing the episode's sandbox: {e}", RuntimeWarning, stacklevel=2)
 
     def get_metrics(self) -> dict[str, Any]:
         return {"turns": self.turns, "solved": self.reward}
