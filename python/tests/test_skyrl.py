@@ -160,3 +160,13 @@ def test_import_gvx_does_not_import_skyrl_gym() -> None:
 def test_without_skyrl_gym_the_import_names_the_extra() -> None:
     r = run_python("import sys; sys.modules['skyrl_gym'] = None; import gvx.integrations.skyrl")
     assert r.returncode != 0 and "pip install 'gvx[skyrl]'" in r.stderr, r.stderr
+
+
+def test_readme_example_runs() -> None:
+    readme = (PYTHON.parent / "README.md").read_text()
+    section = readme[readme.index("### SkyRL-Gym") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "5\n[exit code 0]\nTrue 1.0\n"
