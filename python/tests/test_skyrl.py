@@ -18,7 +18,7 @@ skyrl_gym = pytest.importorskip("skyrl_gym", reason="skyrl-gym is not installed 
 
 from omegaconf import OmegaConf  # noqa: E402 - skyrl-gym's own dependency, there only when it is
 
-from gvx.integrations.skyrl import GvxTextEnv  # noqa: E402
+from gvx.integrations.skyrl import GvxTextEnv, parse_action  # noqa: E402
 
 PYTHON = Path(__file__).resolve().parents[1]
 
@@ -170,3 +170,18 @@ def test_readme_example_runs() -> None:
     r = run_python(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "5\n[exit code 0]\nTrue 1.0\n"
+
+
+@pytest.mark.parametrize(
+    "action, parsed",
+    [
+        ("look first\n<bash>ls /app</bash> then <bash>rm -rf /</bash>", ("ls /app", False)),
+        ("<bash>\n  cat /app/add.sh\n</bash>\n<submit/>", ("cat /app/add.sh", True)),
+        ("<bash>ls /app", ("ls /app", False)),  # the sampler stopped at </bash> and dropped it
+        ("Done. <submit>", (None, True)),
+        ("<bash>  </bash>", (None, False)),
+        ("no tags at all", (None, False)),
+    ],
+)
+def test_parse_action(action: str, parsed: tuple[object, bool]) -> None:
+    assert parse_action(action) == parsed

@@ -33,7 +33,8 @@ environments (``<sql>...</sql>``, ``<search>...</search>``):
 
 * ``<bash>COMMAND</bash>`` runs ``COMMAND`` with ``/bin/sh -c`` in the sandbox
   (the first such block; each in a fresh shell, so ``cd`` does not carry over)
-  and its output is the next observation.
+  and its output is the next observation. A missing ``</bash>`` at the end of
+  the action is allowed: a sampler that stops at ``</bash>`` may drop it.
 * ``<submit/>`` (``<submit>`` also counts) ends the episode, after the turn's
   command if it has one. So does reaching ``max_turns``.
 
@@ -75,8 +76,9 @@ from ..sandbox import ExecResult, Sandbox
 ENV_ID = "gvx"
 """The SkyRL-Gym id: ``skyrl_gym.make("gvx", ...)`` after importing this module."""
 
-COMMAND = re.compile(r"<bash>(.*?)</bash>", re.DOTALL)
-"""Where an action holds its command."""
+COMMAND = re.compile(r"<bash>(.*?)(?:</bash>|\Z)", re.DOTALL)
+"""Where an action holds its command. The closing tag may be missing at the
+end, as when ``</bash>`` is the sampler's stop string and is not kept."""
 
 SUBMIT = re.compile(r"<submit\s*/?>")
 """The sentinel that ends an episode."""
