@@ -23,10 +23,12 @@ over the same key in ``env_config``:
 ``test``
     the shell command that scores the episode: reward 1.0 if it exits 0, else
     0.0. Required.
-``max_turns`` (default 10), ``step_timeout`` (seconds, default 60),
-``test_timeout`` (default 600), ``max_output`` (bytes kept of a command's
-stdout and of its stderr, default 8192), ``sandbox_options`` (a mapping of
-:class:`gvx.Sandbox` keywords: ``memory``, ``cpus``, ``network``, ...).
+``max_turns`` (default 10; skyrl-train puts its ``generator.max_turns`` in
+every row's extras, so set it there), ``step_timeout`` (seconds, default 60),
+``test_timeout`` (seconds the test and each setup command may run, default
+600), ``max_output`` (bytes kept of a command's stdout and of its stderr,
+default 8192), ``sandbox_options`` (a mapping of :class:`gvx.Sandbox`
+keywords: ``memory``, ``cpus``, ``network``, ...).
 
 The model's turn (the action) follows the tag convention of SkyRL's own tool
 environments (``<sql>...</sql>``, ``<search>...</search>``):
@@ -221,7 +223,7 @@ class GvxTextEnv(BaseTextEnv):  # type: ignore[misc]  # SkyRL-Gym ships no type 
             for path, data in task.files:
                 sb.write_file(path, data, make_parents=True)
             for command in task.setup:
-                sb.exec(command, check=True, timeout=max(task.test_timeout, task.step_timeout))
+                sb.exec(command, check=True, timeout=task.test_timeout)
         except BaseException:
             self.close()
             raise
