@@ -37,8 +37,18 @@ PROMPT = [{"role": "user", "content": "/app/add.sh should add its arguments. Fix
 FIX = "<bash>sed -i 's/ - / + /' /app/add.sh && /app/add.sh 2 3</bash>"
 
 
+_before: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _sandboxes_before() -> None:
+    """Sandboxes other tests of the session hold are not this test's."""
+    _before[:] = sandboxes_of(os.getpid())
+
+
 def mine() -> list[int]:
-    return sandboxes_of(os.getpid())
+    """The sandboxes this process started during the test and still runs."""
+    return [p for p in sandboxes_of(os.getpid()) if p not in _before]
 
 
 def make(**row: Any) -> Any:
