@@ -25,10 +25,12 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 # which inflates gzip layers for pulls 2-3x faster than Go; pulls work without).
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
 # ray: the tests of gvx.ray (the gvx[ray] extra), at the version they were written against.
-# mini-swe-agent: the tests of gvx.integrations.minisweagent, at the version
-# pyproject.toml's minisweagent extra pins (the one place to change it).
+# mini-swe-agent and skyrl-gym: the tests of gvx.integrations.minisweagent and
+# gvx.integrations.skyrl, at the versions pyproject.toml's extras pin (the one
+# place to change them).
 MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject.toml)
-PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT)
+SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
+PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL)
 
 .PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
 
@@ -178,3 +180,6 @@ test-wheel: deps-python
 	# So is gvx.integrations.minisweagent (mini-swe-agent is an extra).
 	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import importlib.util as u; assert u.find_spec("gvx.integrations.minisweagent"), "gvx.integrations is not in the wheel"'
+	# So is gvx.integrations.skyrl (SkyRL-Gym itself is an extra).
+	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
+		'import importlib.util as u; assert u.find_spec("gvx.integrations.skyrl"), "gvx.integrations.skyrl is not in the wheel"'
