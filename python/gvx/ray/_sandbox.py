@@ -365,7 +365,8 @@ class Sandbox:
                 "exec(on_output=...) streams to a callback in the sandbox's own process, which a remote sandbox cannot: "
                 "drop on_output and read the result's stdout and stderr"
             )
-        _options.exec_request(cmd, **{k: v for k, v in options.items() if k != "check"})
+        exec_options = {k: v for k, v in options.items() if k not in ("check", "stdin", "on_output")}
+        _options.exec_request(cmd, options.get("stdin"), None, exec_options)
         return (cmd,), options, options.get("timeout")
 
     @property
