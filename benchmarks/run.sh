@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gvx's benchmarks; `make bench` calls it after building.
-#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|execburst|copy|episode|ray|work]...   (default: all)
+#   benchmarks/run.sh [erofs|startup|net|volume|docker|fleet|execburst|copy|episode|ray|work|harness]...   (default: all)
 # Speed and memory targets live here, never as timed assertions in tests.
 # Results go to stdout as markdown tables, side by side with the anchors.
 set -euo pipefail
@@ -239,8 +239,22 @@ work() {
 		.venv/bin/python benchmarks/work_per_core.py --runsc "$runsc" "${py_docker[@]}" --no-spin --profile --ns "${NS:-1,2,4,8,16}" --rounds "${ROUNDS:-2}"
 }
 
+# One agent step through each harness adapter (mini-swe-agent, SkyRL-Gym),
+# beside mini-swe-agent's own Docker backend on host docker (--network none,
+# the same busybox image), same run; and episode start → first command.
+harness() {
+	local docker_args=()
+	go run ./core/internal/testimage/mkimage -default "$bench/default-image" -docker-archive "$bench/default-image.tar" >/dev/null
+	if host_docker; then
+		docker load -q -i "$bench/default-image.tar" >/dev/null 2>&1 && docker_args=(--docker-image gvx.test/default:latest)
+	fi
+	echo "== one agent step through the harness adapters"
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		.venv/bin/python benchmarks/harness_step.py "${docker_args[@]}" -n "${N:-100}" -m "${M:-20}"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet execburst copy episode ray work)
+[ ${#targets[@]} -gt 0 ] || targets=(erofs startup net volume docker fleet execburst copy episode ray work harness)
 for t in "${targets[@]}"; do
 	case "$t" in
 	erofs | startup | net | volume | fleet | execburst | copy) "$t" ;;
@@ -248,6 +262,7 @@ for t in "${targets[@]}"; do
 	episode) episode ;;
 	ray) ray_hop ;;
 	work) work ;;
-	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, execburst, copy, episode, ray, work)" >&2; exit 2 ;;
+	harness) harness ;;
+	*) echo "unknown benchmark $t (erofs, startup, net, volume, docker, fleet, execburst, copy, episode, ray, work, harness)" >&2; exit 2 ;;
 	esac
 done
