@@ -1,5 +1,6 @@
-"""Shared fixtures: a private image cache, helpers to look at processes, and
-the reliability battery's counts and report, and the session's Ray cluster."""
+"""Shared fixtures: a private image cache, helpers to look at processes and to
+Ctrl-C a harness in a child process, the reliability battery's counts and
+report, and the session's Ray cluster."""
 
 from __future__ import annotations
 
@@ -178,7 +179,8 @@ class PythonChild:
             env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
         )
         self._lines: queue.Queue[Optional[str]] = queue.Queue()
-        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
 
     def _read(self, out: Optional[IO[str]]) -> None:
         assert out is not None
@@ -210,6 +212,7 @@ class PythonChild:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(10)  # it ends at the dead child's end of stdout, before the pipe is closed
         for f in (self.proc.stdin, self.proc.stdout):
             if f is not None:
                 f.close()
