@@ -1,15 +1,24 @@
-"""Shared fixtures: a private image cache, helpers to look at processes, and
-the reliability battery's counts and report, and the session's Ray cluster."""
+"""Shared fixtures: a private image cache, helpers to look at processes and to
+Ctrl-C a harness in a child process, the reliability battery's counts and
+report, and the session's Ray cluster."""
 
 from __future__ import annotations
 
 import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Callable, Iterator, Optional
 
 import pytest
 
 import raycluster
+from waiting import wait_until
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -152,6 +161,110 @@ def descendants(pid: int) -> list[int]:
         out += found
         todo += found
     return out
+
+
+class PythonChild:
+    """A child Python process running code, with python/ and python/tests on
+    its path, whose stdout the test reads line by line with a deadline (to
+    wait for what the child announces) and whose stdin, left open, it may
+    close to let the child go on."""
+
+    def __init__(self, code: str) -> None:
+        tests = Path(__file__).resolve().parent
+        path = [str(tests.parent), str(tests), os.environ.get("PYTHONPATH", "")]
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+        )
+        self._lines: queue.Queue[Optional[str]] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, out: Optional[IO[str]]) -> None:
+        assert out is not None
+        for line in out:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def line(self, prefix: str, timeout: float) -> str:
+        """The next line of stdout that starts with prefix (others are
+        skipped); AssertionError, with the child's stderr, if none comes
+        within timeout seconds or stdout ends first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"after {timeout:g} s: no line {prefix!r} from the child; stderr:\n{self.stderr()}") from None
+            if line is None:
+                raise AssertionError(f"the child's stdout ended before a line {prefix!r}; stderr:\n{self.stderr()}")
+            if line.startswith(prefix):
+                return line
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read()
+
+    def close(self) -> None:
+        """Kills the child if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(10)  # it ends at the dead child's end of stdout, before the pipe is closed
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
+        self._stderr.close()
+
+
+# What a child announces once its command runs in its sandbox ("RUNNING
+# <rungv pid>"), and once Ctrl-C reached its harness ("INTERRUPTED ...").
+RUNNING = "RUNNING "
+INTERRUPTED = "INTERRUPTED"
+
+# Runs in a Ctrl-C child as a thread: announces RUNNING once the sandbox sb
+# lists a process whose command line is exactly COMMAND.
+ANNOUNCE_RUNNING = """
+def _announce(sb, command):
+    import threading
+    from waiting import wait_until
+    def run():
+        wait_until(lambda: command in [l.strip() for l in sb.exec("ps -o args").stdout.splitlines()],
+                   120, f"{command!r} running in the sandbox")
+        print("RUNNING", sb.pid, flush=True)
+    threading.Thread(target=run, daemon=True).start()
+"""
+
+
+def ctrl_c(code: str, interrupted: Callable[[int, str], None]) -> None:
+    """Runs code in a child Python process; once it announces RUNNING, sends
+    it SIGINT (Ctrl-C); once it announces INTERRUPTED (it caught the
+    KeyboardInterrupt and waits for its stdin to close), calls
+    interrupted(rungv pid, the INTERRUPTED line) to check the sandbox's state
+    while the harness still runs; then lets the child re-raise and asserts
+    that it dies of the interrupt and that no process its sandbox started
+    (rungv and its children) is left."""
+    child = PythonChild(code)
+    try:
+        pid = int(child.line(RUNNING, 180)[len(RUNNING) :])
+        assert sandboxes_of(child.proc.pid) == [pid]
+        started = [pid, *descendants(pid)]
+        child.proc.send_signal(signal.SIGINT)
+        interrupted(pid, child.line(INTERRUPTED, 30))
+        assert child.proc.stdin is not None
+        child.proc.stdin.close()
+        try:
+            rc = child.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the child did not exit within 60 s of its interrupt; stderr:\n{child.stderr()}") from None
+        # Python ends a process that a KeyboardInterrupt ended by SIGINT.
+        assert rc == -signal.SIGINT and "KeyboardInterrupt" in child.stderr(), (rc, child.stderr())
+        wait_until(lambda: not any(live(p) for p in started), 30, "every process of the child's sandbox gone",
+                   lambda: [p for p in started if live(p)])
+    finally:
+        child.close()
 
 
 # `make reliability` sets GVX_RELIABILITY_FULL=1 for the battery's full counts

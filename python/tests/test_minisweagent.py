@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import sandboxes_of
+from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, sandboxes_of
 
 HERE = Path(__file__).resolve().parent
 
@@ -218,3 +218,36 @@ def test_golden_and_restore_pass_through(tmp_path: Path) -> None:
         sb.checkpoint(snap)
     with GvxEnvironment(restore=str(snap), cwd="/root") as env:
         assert env.execute({"command": "cat task"})["output"] == "set-up\n"
+
+
+# The harness's own loop, as `mini` runs it (the environment by import path,
+# never cleaned up), with a command that outlives any patience.
+CTRL_C_CHILD = f"""
+import os, sys
+os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+from minisweagent.agents.default import DefaultAgent
+from minisweagent.environments import get_environment
+from minisweagent.models.test_models import DeterministicModel, make_output
+{ANNOUNCE_RUNNING}
+env = get_environment({{"environment_class": {CLASS_PATH!r}, "timeout": 900}})
+_announce(env.sandbox, "sleep 600")
+model = DeterministicModel(outputs=[make_output("wait", [{{"command": "sleep 600"}}])])
+try:
+    DefaultAgent(model, env, **{AGENT_CONFIG!r}).run("wait")
+except KeyboardInterrupt:
+    print("INTERRUPTED", env.execute({{"command": "ps -o args"}})["output"].replace(chr(10), "|"), flush=True)
+    sys.stdin.read()
+    raise
+"""
+
+
+@needs_minisweagent
+def test_ctrl_c_kills_the_command_and_leaves_no_sandbox() -> None:
+    def interrupted(pid: int, line: str) -> None:
+        # The command is killed and the sandbox still serves: mini's
+        # InteractiveAgent catches the interrupt, asks the user, and goes on
+        # with the same environment; the sandbox goes with the process.
+        processes = [p.strip() for p in line[len(INTERRUPTED) :].split("|")]
+        assert "gvx-init" in processes and "sleep 600" not in processes, line
+
+    ctrl_c(CTRL_C_CHILD, interrupted)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import gvx
-from conftest import sandboxes_of
+from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, sandboxes_of
 
 skyrl_gym = pytest.importorskip("skyrl_gym", reason="skyrl-gym is not installed (make test installs it; or pip install 'gvx[skyrl]')")
 
@@ -195,3 +195,32 @@ def test_readme_example_runs() -> None:
 )
 def test_parse_action(action: str, parsed: tuple[object, bool]) -> None:
     assert parse_action(action) == parsed
+
+
+# SkyRL's generator loop, reduced to one episode whose turn outlives any patience.
+CTRL_C_CHILD = f"""
+import sys
+import skyrl_gym
+import gvx.integrations.skyrl
+{ANNOUNCE_RUNNING}
+env = skyrl_gym.make("gvx", env_config={{"step_timeout": 900}}, extras={{"test": "true"}})
+env.init({PROMPT!r})
+_announce(env.sandbox, "sleep 600")
+try:
+    env.step("<bash>sleep 600</bash>")
+except KeyboardInterrupt:
+    print("INTERRUPTED", env.sandbox is None, env.done, flush=True)
+    sys.stdin.read()
+    raise
+"""
+
+
+def test_ctrl_c_mid_step_closes_the_sandbox() -> None:
+    def interrupted(pid: int, line: str) -> None:
+        # The step that was interrupted closed the episode's sandbox before
+        # the interrupt left it, as a step that raises does: the harness
+        # that catches it holds no sandbox.
+        assert line == f"{INTERRUPTED} True True", line
+        assert not live(pid)
+
+    ctrl_c(CTRL_C_CHILD, interrupted)
