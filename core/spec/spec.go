@@ -11,8 +11,10 @@ package spec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 )
 
@@ -192,6 +194,13 @@ func (s Seconds) MarshalJSON() ([]byte, error) {
 func (s *Seconds) UnmarshalJSON(b []byte) error {
 	var sec float64
 	if err := json.Unmarshal(b, &sec); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			// A type error, which the decoder then names the field of
+			// (as it does for a plain float64), where a wrapped one
+			// would lose it.
+			return &json.UnmarshalTypeError{Value: typeErr.Value, Type: reflect.TypeOf(sec)}
+		}
 		return fmt.Errorf("a duration is a number of seconds: %w", err)
 	}
 	switch d := sec * float64(time.Second); {

@@ -159,6 +159,7 @@ func TestDecodeSpecNamesTheField(t *testing.T) {
 		`{"image": "x", "ports": [{"guest_port": 99999}]}`: "sandbox spec: ports.guest_port: is a JSON number 99999; give a whole number",
 		`{"image": "x", "cmd": "echo hi"}`:                 "sandbox spec: cmd: is a JSON string; give a list",
 		`{"image": "x", "keep_alive": 1}`:                  "sandbox spec: keep_alive: is a JSON number; give true or false",
+		`{"image": "x", "timeout": "60"}`:                  "sandbox spec: timeout: is a JSON string; give a number",
 		`{"image": "x"`:                                    "is not JSON",
 		`{"image": "x"} {}`:                                "holds more than the spec's JSON object",
 		``:                                                 "is empty; give the spec's JSON",
