@@ -149,6 +149,18 @@ int main(void) {
 	gvx_free(err);
 	err = NULL;
 
+	/* stderr_to_stdout: the command's stderr arrives on stdout in the order written; stderr is empty. */
+	status = gvx_sandbox_exec(sb, "{\"argv\": [\"sh\", \"-c\", \"echo a; echo b >&2; echo c\"], \"stderr_to_stdout\": true}",
+	                          NULL, 0, &result, &out, &out_len, &errb, &err_len, &err);
+	CHECK(status == GVX_OK, "exec with stderr_to_stdout: %d %s", status, err);
+	if (status == GVX_OK) {
+		CHECK(out_len == 6 && memcmp(out, "a\nb\nc\n", 6) == 0 && err_len == 0,
+		      "exec with stderr_to_stdout: stdout %s stderr %s", out, errb);
+		gvx_free(result);
+		gvx_free(out);
+		gvx_free(errb);
+	}
+
 	status = gvx_sandbox_exec(sb, "{\"argv\": [\"true\"], \"timeuot\": 1}", NULL, 0, &result, &out, &out_len, &errb,
 	                          &err_len, &err);
 	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "timeuot") != NULL, "misspelt key: %d %s", status,

@@ -184,6 +184,24 @@ func TestExecUmask(t *testing.T) {
 	}
 }
 
+// TestExecStderrToStdout: ExecOptions' StderrToStdout reaches the command
+// through rungv: its stderr arrives on stdout in the order written, and a
+// command that cannot start says why on stdout too.
+func TestExecStderrToStdout(t *testing.T) {
+	sb := newSandbox(t, config())
+	merged := &ExecOptions{Exec: spec.Exec{StderrToStdout: true}}
+	if res := sh(t, sb, "echo a; echo b >&2; echo c", merged); string(res.Stdout) != "a\nb\nc\n" || len(res.Stderr) != 0 {
+		t.Errorf("merged: stdout %q stderr %q; want \"a\\nb\\nc\\n\" and no stderr", res.Stdout, res.Stderr)
+	}
+	if res := sh(t, sb, "echo a; echo b >&2", nil); string(res.Stdout) != "a\n" || string(res.Stderr) != "b\n" {
+		t.Errorf("not merged: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	res, err := sb.Exec(context.Background(), []string{"no-such-cmd"}, merged)
+	if err != nil || res.ExitCode != 127 || !strings.Contains(string(res.Stdout), "no-such-cmd") || len(res.Stderr) != 0 {
+		t.Errorf("missing command, merged: %v %+v; want 127 and why on stdout", err, res)
+	}
+}
+
 // TestExecMissingCommand: a command that does not exist or cannot be run
 // is, as with docker exec and sh, a result with exit code 127 or 126 and
 // why on stderr, the same whether given as argv or to a shell.

@@ -43,7 +43,8 @@ func (b *Backend) Exec(ctx context.Context, req control.ExecRequest, stdio contr
 		Stderr: stdio.Stderr,
 		// A background child that keeps stdout open must not hold the
 		// exec's answer forever.
-		WaitDelay: 2 * time.Second,
+		WaitDelay:      2 * time.Second,
+		StderrToStdout: req.StderrToStdout,
 	}
 	if req.Umask != nil {
 		mask := uint(*req.Umask)
@@ -56,7 +57,7 @@ func (b *Backend) Exec(ctx context.Context, req control.ExecRequest, stdio contr
 			// why on its stderr. An agent's typo is a result to observe,
 			// not a failed call.
 			out := stdio.Stderr
-			if req.TTY || out == nil {
+			if req.TTY || req.StderrToStdout || out == nil {
 				out = stdio.Stdout
 			}
 			if out != nil {

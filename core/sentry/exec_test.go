@@ -209,3 +209,24 @@ func TestExecUmask(t *testing.T) {
 		t.Errorf("umask 0o1000: %v; want an error naming the umask", err)
 	}
 }
+
+// TestExecStderrToStdout: with ProcessSpec.StderrToStdout the guest's
+// descriptor 2 is descriptor 1's pipe, so what the command writes to both
+// arrives on Stdout in the order written and nothing on Stderr.
+func TestExecStderrToStdout(t *testing.T) {
+	s := newSandbox(t, Config{})
+	startIdle(t, s)
+	var out, errb bytes.Buffer
+	p, err := s.Exec(context.Background(), ProcessSpec{
+		Argv:           []string{"/bin/sh", "-c", "echo a; echo b >&2; echo c"},
+		Stdout:         &out,
+		Stderr:         &errb,
+		StderrToStdout: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(); err != nil || st.ExitCode() != 0 || out.String() != "a\nb\nc\n" || errb.Len() != 0 {
+		t.Errorf("stderr to stdout: %v %v stdout %q stderr %q; want stdout \"a\\nb\\nc\\n\" and no stderr", st, err, out.String(), errb.String())
+	}
+}

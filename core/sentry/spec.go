@@ -48,6 +48,12 @@ type ProcessSpec struct {
 	// most 0o777; nil means 022.
 	Umask *uint
 
+	// StderrToStdout makes the guest's descriptor 2 a duplicate of its
+	// descriptor 1, as `2>&1` does: one pipe or file, so stderr reaches
+	// Stdout in the order written, and Stderr is unused. A TTY process's
+	// streams are one terminal already, so it ignores this.
+	StderrToStdout bool
+
 	// TTY makes the standard streams the guest's controlling terminal.
 	// They must then all be the same host terminal (*os.File).
 	TTY bool

@@ -58,7 +58,12 @@ func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec, isInit b
 			return nil, err
 		}
 	}
-	for guestFD, w := range []io.Writer{1: spec.Stdout, 2: spec.Stderr} {
+	outputs := []io.Writer{1: spec.Stdout, 2: spec.Stderr}
+	if spec.StderrToStdout {
+		// Descriptor 2 is descriptor 1's file, shared after the import.
+		outputs = outputs[:2]
+	}
+	for guestFD, w := range outputs {
 		if guestFD == 0 {
 			continue
 		}
@@ -82,6 +87,11 @@ func newStdio(ctx context.Context, k *kernel.Kernel, spec *ProcessSpec, isInit b
 	sort.Ints(st.imported)
 	if _, err := fdimport.Import(ctx, st.fdTable, hostFDs, importOptions(spec, false, isInit)); err != nil {
 		return nil, fmt.Errorf("sentry: importing host stdio: %w", err)
+	}
+	if spec.StderrToStdout {
+		if err := st.dup(ctx, 1, 2); err != nil {
+			return nil, err
+		}
 	}
 	cu.Release()
 	return st, nil
@@ -215,6 +225,17 @@ func (st *stdio) install(ctx context.Context, guestFD int32, file *vfs.FileDescr
 		displaced.DecRef(ctx)
 	}
 	return nil
+}
+
+// dup makes guest descriptor to refer to the file at from, as dup2 does:
+// one open file description, so writes through either keep their order.
+func (st *stdio) dup(ctx context.Context, from, to int32) error {
+	file, _ := st.fdTable.Get(from)
+	if file == nil {
+		return fmt.Errorf("sentry: stdio %d to duplicate as %d is not open", from, to)
+	}
+	defer file.DecRef(ctx)
+	return st.install(ctx, to, file)
 }
 
 // start runs the relays.

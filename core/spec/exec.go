@@ -34,6 +34,11 @@ type Exec struct {
 	// Umask, when set, is the command's file mode creation mask, 0 to
 	// 0o777 (in JSON an integer: 63 for 0o077). Unset: 0o022.
 	Umask *int `json:"umask,omitempty"`
+	// StderrToStdout makes the command's stderr the same pipe as its
+	// stdout, as `2>&1` does, so the two arrive merged on stdout in the
+	// order written and stderr is empty. With a TTY they are one terminal
+	// already.
+	StderrToStdout bool `json:"stderr_to_stdout,omitempty"`
 }
 
 // Validate checks e without the sandbox: what every exec needs. It returns

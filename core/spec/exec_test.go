@@ -71,3 +71,21 @@ func TestExecJSON(t *testing.T) {
 		t.Errorf("encoded %s, %v; want %s", out, err, in)
 	}
 }
+
+// TestExecStderrToStdoutJSON: stderr_to_stdout is a JSON boolean, unset is
+// absent, and a value of another type is refused naming the key.
+func TestExecStderrToStdoutJSON(t *testing.T) {
+	var e Exec
+	if err := json.Unmarshal([]byte(`{"argv":["true"],"stderr_to_stdout":true}`), &e); err != nil || !e.StderrToStdout {
+		t.Errorf("decoded stderr_to_stdout %v, %v; want true", e.StderrToStdout, err)
+	}
+	if err := e.Validate(); err != nil {
+		t.Errorf("%+v: Validate() = %v", e, err)
+	}
+	if out, _ := json.Marshal(Exec{Argv: []string{"true"}}); strings.Contains(string(out), "stderr_to_stdout") {
+		t.Errorf("an unset stderr_to_stdout is encoded: %s", out)
+	}
+	if err := json.Unmarshal([]byte(`{"argv":["true"],"stderr_to_stdout":1}`), &Exec{}); err == nil || !strings.Contains(err.Error(), "stderr_to_stdout") {
+		t.Errorf("stderr_to_stdout 1: %v; want an error naming the key", err)
+	}
+}

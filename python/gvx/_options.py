@@ -312,6 +312,7 @@ class ExecOptions(TypedDict, total=False):
     user: Optional[str]
     max_output: Optional[int]
     umask: Optional[int]  # the command's file mode creation mask, such as 0o077; None: 0o022
+    stderr_to_stdout: Optional[bool]  # True: stderr is stdout's pipe, merged in order as 2>&1 (stderr "")
 
 
 def _cwd(name: str, value: object) -> str:
@@ -344,6 +345,7 @@ _EXEC_CHECKS: dict[str, Callable[[str, object], object]] = {
     "user": _user,
     "max_output": _max_output,
     "umask": _umask,
+    "stderr_to_stdout": _flag,
 }
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -66,6 +66,25 @@ def test_exec_umask(sb: gvx.Sandbox) -> None:
         sb.exec("true", umask="077")  # type: ignore[arg-type]
 
 
+def test_exec_stderr_to_stdout(sb: gvx.Sandbox) -> None:
+    """stderr_to_stdout=True puts the command's stderr on its stdout in the order
+    written, from gvx.Sandbox and its gvx.aio twin; None or False keeps them apart."""
+    script = "echo a; echo b >&2; echo c"
+    r = sb.exec(script, stderr_to_stdout=True)
+    assert (r.stdout, r.stderr) == ("a\nb\nc\n", "")
+    for apart in (None, False):
+        r = sb.exec(script, stderr_to_stdout=apart)
+        assert (r.stdout, r.stderr) == ("a\nc\n", "b\n")
+
+    async def twin() -> tuple[str, str]:
+        r = await gvx.aio.Sandbox(sb).exec(script, stderr_to_stdout=True)
+        return r.stdout, r.stderr
+
+    assert asyncio.run(twin()) == ("a\nb\nc\n", "")
+    with pytest.raises(gvx.InvalidArgumentError, match="stderr_to_stdout: expected True or False"):
+        sb.exec("true", stderr_to_stdout=1)  # type: ignore[arg-type]
+
+
 def test_missing_command_is_a_result(sb: gvx.Sandbox) -> None:
     """As with docker exec and sh: 127 for a missing command, 126 for one that
     is not executable, and why on stderr, whether given as a list or a shell string."""

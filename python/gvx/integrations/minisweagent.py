@@ -63,12 +63,6 @@ __all__ = ["GvxEnvironment", "GvxEnvironmentConfig", "SUBMIT_SENTINEL"]
 # environments all check for it; its prompts tell the model to echo it).
 SUBMIT_SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
-# Runs the interpreter with its stderr on its stdout, in the guest, so the
-# output interleaves exactly as the command wrote it (docker exec, which
-# mini-swe-agent runs with stderr=STDOUT, gives one stream too).
-_MERGE_STDERR = ["/bin/sh", "-c", 'exec "$@" 2>&1', "sh"]
-
-
 class GvxEnvironmentConfig(BaseModel):
     """The keywords of :class:`GvxEnvironment`; the first five are
     ``DockerEnvironmentConfig``'s and mean the same."""
@@ -176,7 +170,11 @@ class GvxEnvironment:
         try:
             if self.sandbox is None:
                 raise errors.SandboxClosedError("the environment was cleaned up; create a new GvxEnvironment")
-            result = self.sandbox.exec([*_MERGE_STDERR, *argv], cwd=cwd, env=env, timeout=seconds)
+            # stderr on stdout, one pipe in the guest, so the output
+            # interleaves exactly as the command wrote it (docker exec,
+            # which mini-swe-agent runs with stderr=STDOUT, gives one
+            # stream too), without a wrapping shell to start.
+            result = self.sandbox.exec(argv, cwd=cwd, env=env, timeout=seconds, stderr_to_stdout=True)
             if result.timed_out:
                 # What subprocess.run raises for the Docker backend, so a
                 # harness sees the same exception_type and message.
