@@ -76,7 +76,7 @@ _FORKED_MESSAGE = (
     "gvx cannot run in a process forked from one that had already used it: libgvx is Go code, "
     "and Go's runtime does not survive fork(), so the call would hang. Start worker processes "
     "with the 'spawn' or 'forkserver' method (multiprocessing.set_start_method('spawn'), "
-    "multiprocessing.get_context('spawn'), gymnasium.vector.AsyncVectorEnv(..., context='spawn')), "
+    "multiprocessing.get_context('spawn'), gymnasium.vector.AsyncVectorEnv(..., context='spawn', shared_memory=False)), "
     "or create the first sandbox only after forking."
 )
 

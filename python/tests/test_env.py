@@ -366,3 +366,23 @@ def test_reset_step_cycles_leak_nothing(tmp_path: Path) -> None:
         env.close()
     assert sandboxes_of(os.getpid()) == [], "sandboxes outlive GvxEnv.close()"
     assert list(episodes.iterdir()) == [], "episode clones outlive GvxEnv.close()"
+
+
+def test_async_vector_env_in_spawned_workers() -> None:
+    """The README's recipe for gymnasium's AsyncVectorEnv: workers started
+    with ``spawn`` (Go's runtime does not survive fork) and
+    ``shared_memory=False``, without which gymnasium returns every Text
+    observation as a run of '0's (its shared-memory copy of Text spaces)."""
+    import functools
+
+    from gymnasium.vector import AsyncVectorEnv
+
+    fns = [functools.partial(gvx.GvxEnv, step_timeout=10, max_output=256) for _ in range(2)]
+    envs = AsyncVectorEnv(fns, context="spawn", shared_memory=False)
+    try:
+        envs.reset(seed=0)
+        obs, _, _, _, _ = envs.step(("echo one", "echo two >&2; echo two"))
+        assert list(obs["stdout"]) == ["one\n", "two\n"], obs
+        assert list(obs["stderr"]) == ["", "two\n"], obs
+    finally:
+        envs.close()
