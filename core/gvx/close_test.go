@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -62,14 +63,10 @@ func TestCloseOfAStoppedSandboxIsNil(t *testing.T) {
 	cfg.KeepAlive = false
 	cfg.Cmd = []string{"/bin/sh", "-c", `trap "" TERM; touch /tmp/trapped; while :; do sleep 1; done`}
 	sb = newSandbox(t, cfg)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := sb.Stat(context.Background(), "/tmp/trapped"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the init did not set its SIGTERM trap within 30 s")
-		}
-	}
+	eventually.Within(t, 30*time.Second, "the init setting its SIGTERM trap", func() (bool, error) {
+		_, err := sb.Stat(context.Background(), "/tmp/trapped")
+		return err == nil, err
+	})
 	start := time.Now()
 	if err := sb.Close(); err != nil {
 		t.Fatalf("Close of a sandbox whose init ignores SIGTERM: %v", err)

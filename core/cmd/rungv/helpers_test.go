@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/spec"
 )
@@ -65,30 +66,27 @@ func startControlled(t *testing.T, sock string, args ...string) (*exec.Cmd, *byt
 		t.Fatal(err)
 	}
 	var c *control.Client
-	var err error
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err = control.Dial(context.Background(), "unix:"+sock); err == nil {
-			return cmd, stderr, c
-		}
+	err := eventually.Wait(60*time.Second, "rungv's control socket answering", func() (bool, error) {
+		var err error
+		c, err = control.Dial(context.Background(), "unix:"+sock)
+		return err == nil, err
+	})
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%v (rungv's stderr: %s)", err, stderr.String())
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	t.Fatalf("dial: %v (%s)", err, stderr.String())
-	return nil, nil, nil
+	return cmd, stderr, c
 }
 
 // waitRemoved waits, with a deadline, for the janitor to remove path once
 // rungv has exited.
 func waitRemoved(t *testing.T, path, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Lstat(path); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is still there 10 s after rungv exited", what)
-		}
-	}
+	eventually.Within(t, 10*time.Second, what+" removed after rungv exited", func() (bool, error) {
+		_, err := os.Lstat(path)
+		return os.IsNotExist(err), err
+	})
 }
 
 // parseRun parses a rungv run command line as newRunCommand does and

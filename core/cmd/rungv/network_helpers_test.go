@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/internal/testimage"
 )
 
@@ -60,14 +61,8 @@ func runNet(t *testing.T, flags []string, script string) (string, string, int) {
 // waitGone waits until path no longer exists.
 func waitGone(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Lstat(path); os.IsNotExist(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.Within(t, 5*time.Second, path+" removed", func() (bool, error) {
+		_, err := os.Lstat(path)
+		return os.IsNotExist(err), err
+	})
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/netstack/netstacktest"
 )
 
@@ -45,21 +46,19 @@ func startRungv(t *testing.T, flags []string, script string) (*exec.Cmd, *string
 // up or the deadline passes.
 func httpGet(t *testing.T, client *http.Client, url string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var body []byte
+	eventually.Within(t, 15*time.Second, "GET "+url+" answered 200", func() (bool, error) {
 		resp, err := client.Get(url)
-		if err == nil {
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil && resp.StatusCode == 200 {
-				return string(body)
-			}
+		if err != nil {
+			return false, err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
+		defer resp.Body.Close()
+		if body, err = io.ReadAll(resp.Body); err != nil {
+			return false, err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return resp.StatusCode == 200, fmt.Errorf("status %s", resp.Status)
+	})
+	return string(body)
 }
 
 func unixClient(path string) *http.Client {
@@ -149,32 +148,24 @@ func TestPublishedRawTCPHalfClose(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "nc.sock")
 	startRungv(t, []string{"-p", "unix:" + sock + ":9000"}, `exec nc -l -p 9000 -e cat`)
 	payload := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var got []byte
+	eventually.Within(t, 15*time.Second, "the guest's nc echoing", func() (bool, error) {
 		c, err := net.Dial("unix", sock)
-		if err != nil && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond) // rungv is starting
-			continue
-		}
 		if err != nil {
-			t.Fatal(err)
+			return false, err // rungv is starting
 		}
+		defer c.Close()
 		go func() {
 			io.WriteString(c, payload)
 			c.(*net.UnixConn).CloseWrite()
 		}()
 		c.SetDeadline(time.Now().Add(15 * time.Second))
-		got, err := io.ReadAll(c)
-		c.Close()
-		if len(got) == 0 && time.Now().Before(deadline) {
-			// The guest's nc was not listening yet: the relay closed
-			// the connection at once.
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil || string(got) != payload {
-			t.Fatalf("1 MiB echoed by the guest: %d bytes, %v", len(got), err)
-		}
-		return
+		got, err = io.ReadAll(c)
+		// Nothing back: the guest's nc was not listening yet, and the
+		// relay closed the connection at once.
+		return len(got) > 0, err
+	})
+	if string(got) != payload {
+		t.Fatalf("1 MiB echoed by the guest: %d bytes", len(got))
 	}
 }

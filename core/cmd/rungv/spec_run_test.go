@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
+	"z.gfire.dev/gvx/core/internal/eventually"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -63,10 +64,12 @@ func TestRunSpec(t *testing.T) {
 	}
 	w.Close()
 	var c *control.Client
-	for deadline := time.Now().Add(60 * time.Second); c == nil; time.Sleep(20 * time.Millisecond) {
-		if c, err = control.Dial(context.Background(), "unix:"+sock); err != nil && time.Now().After(deadline) {
-			t.Fatalf("dial %s: %v (%s)", sock, err, stderr.String())
-		}
+	if err := eventually.Wait(60*time.Second, "rungv's control socket "+sock+" answering", func() (bool, error) {
+		var err error
+		c, err = control.Dial(context.Background(), "unix:"+sock)
+		return err == nil, err
+	}); err != nil {
+		t.Fatalf("%v (rungv's stderr: %s)", err, stderr.String())
 	}
 	var echo bytes.Buffer
 	res, err := c.Exec(context.Background(), control.ExecRequest{Exec: spec.Exec{Argv: []string{"sh", "-c", "echo $B"}}}, control.ExecIO{Stdout: &echo})
