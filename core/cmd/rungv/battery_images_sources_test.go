@@ -6,21 +6,15 @@ import (
 	"archive/tar"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"z.gfire.dev/gvx/core/internal/testregistry"
 )
 
 // imageSpec is a hostile image: its layers, and edits to its config and
@@ -177,9 +171,7 @@ type registryHost struct {
 }
 
 func startBatteryRegistry(t *testing.T) *registryHost {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	return &registryHost{host: strings.TrimPrefix(srv.URL, "http://")}
+	return &registryHost{host: testregistry.Serve(t, "127.0.0.1")}
 }
 
 // push pushes the image of the OCI layout at dir and returns its reference,
@@ -187,27 +179,7 @@ func startBatteryRegistry(t *testing.T) *registryHost {
 func (r *registryHost) push(t *testing.T, dir string) (string, error) {
 	r.n++
 	ref := fmt.Sprintf("%s/hostile/case%d:latest", r.host, r.n)
-	tag, err := name.NewTag(ref, name.Insecure)
-	if err != nil {
-		return "", err
-	}
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		return "", err
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		return "", err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return "", err
-	}
-	img, err := idx.Image(im.Manifests[0].Digest)
-	if err != nil {
-		return "", err
-	}
-	if err := remote.Write(tag, img); err != nil {
+	if err := testregistry.Push(dir, ref); err != nil {
 		return "", err
 	}
 	return ref, nil

@@ -1,55 +1,25 @@
 package main
 
 import (
-	"io"
-	"log"
-	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-
 	"z.gfire.dev/gvx/core/internal/testimage"
+	"z.gfire.dev/gvx/core/internal/testregistry"
 )
 
 // TestRunPullsFromAPlainHTTPRegistryWithInsecure runs an image that must
 // first be pulled from a registry that speaks plain HTTP: refused, saying
 // to pass --insecure, until run is given --insecure (as pull is, and as the
-// SDK passes Config.Insecure). The registry listens on 127.0.0.2, which is
-// loopback but, unlike 127.0.0.1, is not one of the addresses the registry
-// client speaks plain HTTP to unasked.
+// SDK passes Config.Insecure).
 func TestRunPullsFromAPlainHTTPRegistryWithInsecure(t *testing.T) {
 	b, err := testimage.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := layout.FromPath(b.Layout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := p.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("cannot listen on 127.0.0.2 (loopback beyond 127.0.0.1): %v", err)
-	}
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	srv.Listener.Close()
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	reg := &registryHost{host: l.Addr().String()}
-	ref, err := reg.push(t, b.Layout)
-	if err != nil {
-		t.Fatalf("pushing the test image (%s) to the test registry: %v", im.Manifests[0].Digest, err)
+	ref := testregistry.Serve(t, testregistry.PlainHTTPAddr) + "/gvx/test:latest"
+	if err := testregistry.Push(b.Layout, ref); err != nil {
+		t.Fatalf("pushing the test image to the test registry: %v", err)
 	}
 
 	cache := t.TempDir()

@@ -1,0 +1,67 @@
+// Package testregistry serves an in-process OCI registry on a loopback
+// address for tests, and pushes OCI layouts to it.
+package testregistry
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// PlainHTTPAddr is loopback that, unlike 127.0.0.1, the registry client
+// does not speak plain HTTP to unasked: a registry there needs --insecure.
+const PlainHTTPAddr = "127.0.0.2"
+
+// Serve starts a plain-HTTP registry listening on addr (an IP on loopback)
+// until the test ends, and returns its host:port. It skips the test if
+// addr cannot be listened on.
+func Serve(t testing.TB, addr string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return l.Addr().String()
+}
+
+// Push pushes the first image of the OCI layout in dir to ref, on a
+// plain-HTTP registry.
+func Push(dir, ref string) error {
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		return err
+	}
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return err
+	}
+	idx, err := p.ImageIndex()
+	if err != nil {
+		return err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(im.Manifests) == 0 {
+		return fmt.Errorf("the OCI layout %s holds no image", dir)
+	}
+	img, err := idx.Image(im.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	return remote.Write(tag, img)
+}
