@@ -136,8 +136,10 @@ func (s *Sandbox) makeDir(dir string) error {
 }
 
 // checkDir returns a *WorkingDirError if an Exec cannot enter dir: it is
-// missing or not a directory. gVisor's process creation would fail on it
-// too, with an error that does not say it is about the working directory.
+// missing or not a directory. It runs before creation, not only once it
+// failed: gVisor's process creation fails on a missing directory with an
+// error that says so only in text, and accepts a file as the working
+// directory (TestExecInAMissingWorkingDirectory covers both).
 func (s *Sandbox) checkDir(dir string) error {
 	ctx := s.k.SupervisorContext()
 	root := s.mns.Root(ctx)
