@@ -284,34 +284,72 @@ type ExecIO struct {
 // returned; a write under way may still return after that, and nothing is
 // written from then on.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, eio ExecIO) (ExecResult, error) {
-	req.Stdin = eio.Stdin != nil
-	out := newOutbox(c, eio)
-	// After a result all output was written and this does nothing; after
-	// an error it ends the delivery of the rest.
-	defer out.drop()
-	call := &clientCall{out: out}
-	id, err := c.start(MethodExec, req, call)
+	r, err := c.Start(req, eio)
 	if err != nil {
 		return ExecResult{}, err
+	}
+	res, err := r.Wait(ctx)
+	if ctx.Err() != nil && err == ctx.Err() {
+		r.Kill()
+	}
+	return res, err
+}
+
+// Running is a command started with Start.
+type Running struct {
+	c    *Client
+	id   uint64
+	call *clientCall
+}
+
+// Start starts a command and returns while it runs: its stdin streams
+// from eio.Stdin and its output goes to eio's writers until it ends.
+// Wait must be called, once, to learn how it ended and to release what
+// the call holds.
+func (c *Client) Start(req ExecRequest, eio ExecIO) (*Running, error) {
+	req.Stdin = eio.Stdin != nil
+	call := &clientCall{out: newOutbox(c, eio)}
+	id, err := c.start(MethodExec, req, call)
+	if err != nil {
+		call.out.drop()
+		return nil, err
 	}
 	if eio.Stdin != nil {
 		go c.sendInput(id, StreamStdin, eio.Stdin)
 	}
+	return &Running{c: c, id: id, call: call}, nil
+}
+
+// Wait waits for the command to end and its output to be written. If
+// ctx ends first, Wait returns ctx's error and the command runs on; the
+// rest of its output is not delivered.
+func (r *Running) Wait(ctx context.Context) (ExecResult, error) {
+	// After a result all output was written and this does nothing; after
+	// an error it ends the delivery of the rest.
+	defer r.call.out.drop()
 	var res ExecResult
-	err = c.wait(ctx, id, call, &res)
-	if ctx.Err() != nil && err == ctx.Err() {
-		// Kill the command, in the background: a sandbox that did not
-		// answer in time may not read this either, and a full socket
-		// would block the write. Its answer is dropped.
-		go func() {
-			// Output the command writes as it dies is not waited for.
-			c.stopOutput(id)
-			if kid, kerr := c.start(MethodSignal, SignalRequest{Exec: id, Signal: int(syscall.SIGKILL)}, &clientCall{}); kerr == nil {
-				c.forget(kid)
-			}
-		}()
-	}
+	err := r.c.wait(ctx, r.id, r.call, &res)
 	return res, err
+}
+
+// Signal sends sig to the command and every process it started or, with
+// descendants, only to the processes it started
+// (SignalRequest.Descendants).
+func (r *Running) Signal(ctx context.Context, sig int, descendants bool) error {
+	return r.c.call(ctx, MethodSignal, SignalRequest{Exec: r.id, Signal: sig, Descendants: descendants}, nil)
+}
+
+// Kill kills the command, in the background: a sandbox that did not
+// answer in time may not read this either, and a full socket would block
+// the write. Its answer, and output the command writes as it dies, are
+// dropped.
+func (r *Running) Kill() {
+	go func() {
+		r.c.stopOutput(r.id)
+		if kid, err := r.c.start(MethodSignal, SignalRequest{Exec: r.id, Signal: int(syscall.SIGKILL)}, &clientCall{}); err == nil {
+			r.c.forget(kid)
+		}
+	}()
 }
 
 // sendInput streams r as data frames and ends the stream. A read error

@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,13 +29,17 @@ import (
 // rungv in core/cmd/rungv and the SDK.
 
 type testBackend struct {
-	mu      sync.Mutex
-	files   map[string][]byte
-	killed  []int
-	nextPID int
-	initSig chan int
-	started []*testProcess
-	stopped bool // the last checkpoint asked to stop
+	mu     sync.Mutex
+	files  map[string][]byte
+	killed []int
+	// jobSignals are the signals sent to execs' descendants.
+	jobSignals []int
+	// gate holds the start of a "gated-sleep" until it is closed.
+	gate chan struct{}
+	nextPID    int
+	initSig    chan int
+	started    []*testProcess
+	stopped    bool // the last checkpoint asked to stop
 }
 
 func newTestBackend() *testBackend {
@@ -60,6 +65,12 @@ func (p *testProcess) Signal(sig int) error {
 	}
 	return nil
 }
+func (p *testProcess) SignalDescendants(sig int) error {
+	p.b.mu.Lock()
+	defer p.b.mu.Unlock()
+	p.b.jobSignals = append(p.b.jobSignals, sig)
+	return nil
+}
 func (p *testProcess) Wait() (int, int, error) { <-p.done; return p.code, p.sigd, nil }
 
 // Exec knows: echo ARGS (stdout), err ARGS (stderr), cat (stdin to
@@ -67,6 +78,10 @@ func (p *testProcess) Wait() (int, int, error) { <-p.done; return p.code, p.sigd
 // N (N bytes of 'x', a write each), and sleep-after-hangup (a sleep whose
 // start outlasts its client).
 func (b *testBackend) Exec(ctx context.Context, req ExecRequest, stdio Stdio) (Process, error) {
+	if req.Argv[0] == "gated-sleep" {
+		<-b.gate
+		req.Argv[0] = "sleep"
+	}
 	b.mu.Lock()
 	b.nextPID++
 	p := &testProcess{pid: b.nextPID, b: b, sig: make(chan int, 1), done: make(chan struct{})}
@@ -1001,5 +1016,56 @@ func TestWaitAnsweredWhileRequestsArrive(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("WaitAnswered on a quiet server did not return")
+	}
+}
+
+func TestStartAndSignalTheJob(t *testing.T) {
+	b := newTestBackend()
+	c, _ := serve(t, b)
+	ctx := context.Background()
+	r, err := c.Start(ExecRequest{Exec: spec.Exec{Argv: []string{"sleep"}}}, ExecIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job's signal must not reach the command itself: the sleep
+	// ends only with the second, plain signal.
+	if err := r.Signal(ctx, int(syscall.SIGINT), true); err != nil {
+		t.Fatalf("signal the job: %v", err)
+	}
+	if err := r.Signal(ctx, int(syscall.SIGKILL), false); err != nil {
+		t.Fatalf("signal the command: %v", err)
+	}
+	res, err := r.Wait(ctx)
+	if err != nil || res.ExitCode != 137 {
+		t.Fatalf("wait: %+v %v, want exit code 137 (the SIGKILL)", res, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !slices.Equal(b.jobSignals, []int{int(syscall.SIGINT)}) {
+		t.Errorf("the job's signals: %v, want [SIGINT]", b.jobSignals)
+	}
+	if err := c.call(ctx, MethodSignal, SignalRequest{Signal: 2, Descendants: true}, nil); !IsCode(err, CodeInvalid) {
+		t.Errorf("descendants of init: %v, want invalid", err)
+	}
+}
+
+// TestSignalWhileStarting: a signal that arrives while the command is
+// still being created reaches it once it runs, rather than failing with
+// "no running exec" and leaving a command its client meant to kill.
+func TestSignalWhileStarting(t *testing.T) {
+	b := newTestBackend()
+	b.gate = make(chan struct{})
+	c, _ := serve(t, b)
+	ctx := context.Background()
+	r, err := c.Start(ExecRequest{Exec: spec.Exec{Argv: []string{"gated-sleep"}}}, ExecIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Signal(ctx, int(syscall.SIGKILL), false); err != nil {
+		t.Fatalf("signal while starting: %v", err)
+	}
+	close(b.gate)
+	if res, err := r.Wait(ctx); err != nil || res.ExitCode != 137 {
+		t.Fatalf("wait: %+v %v, want exit code 137 (the early SIGKILL)", res, err)
 	}
 }

@@ -45,8 +45,10 @@ import (
 )
 
 // Version is the protocol's major version. Version 2: an exec's timeout
-// travels in seconds, as spec.Exec's JSON has it.
-const Version = 2
+// travels in seconds, as spec.Exec's JSON has it. Version 3: a signal may
+// spare the exec's command (SignalRequest.Descendants), which a version 2
+// sandbox would ignore and kill a session's shell.
+const Version = 3
 
 // ProtocolName identifies the protocol in the handshake.
 const ProtocolName = "gvx-control"
@@ -218,6 +220,10 @@ type ExecResult struct {
 type SignalRequest struct {
 	Exec   uint64 `json:"exec"`
 	Signal int    `json:"signal"`
+	// Descendants signals only what the exec's command started, not the
+	// command itself: a terminal's ^C to the job a shell runs, which the
+	// shell survives (Process.SignalDescendants). Only with Exec.
+	Descendants bool `json:"descendants,omitempty"`
 }
 
 // PathRequest names a file in the sandbox.

@@ -63,6 +63,10 @@ type Process interface {
 	// so that a timeout, a cancel or a client that went away ends the
 	// whole command, not only the shell at its top.
 	Signal(sig int) error
+	// SignalDescendants sends sig to every process the command started
+	// but not to the command itself, as a terminal's ^C reaches the job
+	// a shell runs and not the shell.
+	SignalDescendants(sig int) error
 	// Wait returns once the command exited and all its output has been
 	// written to Stdio: the exit code (128+N after signal N) and the
 	// killing signal, if any.
@@ -202,6 +206,10 @@ type serverCall struct {
 	in      *streamPipe   // stdin or a written file's content, if any
 	process Process       // a running exec
 	out     *outputWindow // an exec's output window, if flow-controlled
+	isExec  bool
+	// early are the signals that came while the exec was starting, to be
+	// sent once it runs: a client may signal a command it just started.
+	early []SignalRequest
 }
 
 // ServeConn serves one connection until the client closes it. Commands the
@@ -331,7 +339,8 @@ func (sc *serverConn) register(m message) *serverCall {
 		// Input may arrive right behind the request.
 		call.in = newStreamPipe()
 	}
-	if m.Method == MethodExec && sc.window > 0 {
+	call.isExec = m.Method == MethodExec
+	if call.isExec && sc.window > 0 {
 		call.out = newOutputWindow(sc.window)
 	}
 	sc.calls[m.ID] = call
@@ -516,11 +525,16 @@ func (sc *serverConn) exec(ctx context.Context, id uint64, req ExecRequest, call
 	sc.mu.Lock()
 	call.process = p
 	abandoned := sc.abandoned
+	early := call.early
+	call.early = nil
 	sc.mu.Unlock()
 	if abandoned {
 		// The client went away while the command started, after abandon
 		// looked for commands to kill.
 		p.Signal(int(syscall.SIGKILL))
+	}
+	for _, req := range early {
+		signalProcess(p, req)
 	}
 
 	var timedOut atomic.Bool
@@ -552,15 +566,31 @@ func (sc *serverConn) signal(req SignalRequest) error {
 		return Errorf(CodeInvalid, "signal %d is not a signal number (1..64)", req.Signal)
 	}
 	if req.Exec == 0 {
+		if req.Descendants {
+			return Errorf(CodeInvalid, "descendants applies to an exec's signal, and this one names none (exec 0 is init)")
+		}
 		return sc.s.backend.SignalInit(req.Signal)
 	}
 	sc.mu.Lock()
 	call := sc.calls[req.Exec]
+	if call != nil && call.isExec && call.process == nil {
+		// Still starting: exec sends it once the command runs.
+		call.early = append(call.early, req)
+		sc.mu.Unlock()
+		return nil
+	}
 	sc.mu.Unlock()
 	if call == nil || call.process == nil {
 		return Errorf(CodeNotFound, "no running exec with request id %d on this connection", req.Exec)
 	}
-	return call.process.Signal(req.Signal)
+	return signalProcess(call.process, req)
+}
+
+func signalProcess(p Process, req SignalRequest) error {
+	if req.Descendants {
+		return p.SignalDescendants(req.Signal)
+	}
+	return p.Signal(req.Signal)
 }
 
 // toError maps backend errors to protocol errors.

@@ -416,6 +416,41 @@ const execAnswerGrace = 5 * time.Second
 // execAnswerGrace after it even if the sandbox does not answer, with an
 // error that wraps context.DeadlineExceeded.
 func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (*ExecResult, error) {
+	ex, err := sb.startExec(argv, opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	callCtx := ctx
+	if ex.timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, ex.timeout+execAnswerGrace)
+		defer cancel()
+	}
+	res, err := ex.run.Wait(callCtx)
+	if callCtx.Err() != nil && err == callCtx.Err() {
+		ex.run.Kill()
+	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// Our deadline, not the caller's: say what happened.
+		return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", ex.argv, ex.timeout, execAnswerGrace, err)
+	}
+	if err != nil {
+		return nil, sb.callError(err)
+	}
+	return ex.result(res), nil
+}
+
+// startedExec is a command on its way, with what its result needs.
+type startedExec struct {
+	run            *control.Running
+	argv           []string
+	timeout        time.Duration
+	stdout, stderr *captureBuffer
+}
+
+// startExec checks opts and starts the command; stdin, if set, replaces
+// opts.Stdin.
+func (sb *Sandbox) startExec(argv []string, opts *ExecOptions, stdin io.Reader) (*startedExec, error) {
 	if opts == nil {
 		opts = &ExecOptions{}
 	}
@@ -426,41 +461,48 @@ func (sb *Sandbox) Exec(ctx context.Context, argv []string, opts *ExecOptions) (
 	if argv != nil {
 		req.Argv = argv
 	}
-	timeout := time.Duration(req.Timeout)
-	stdout, stderr := &captureBuffer{limit: opts.MaxOutput}, &captureBuffer{limit: opts.MaxOutput}
+	// As the sandbox would: Start's caller learns it now, not at Wait.
+	if err := req.Exec.Validate(); err != nil {
+		return nil, control.Errorf(control.CodeInvalid, "%v", err)
+	}
+	ex := &startedExec{
+		argv:    req.Argv,
+		timeout: time.Duration(req.Timeout),
+		stdout:  &captureBuffer{limit: opts.MaxOutput},
+		stderr:  &captureBuffer{limit: opts.MaxOutput},
+	}
 	eio := control.ExecIO{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr}
+	if stdin != nil {
+		eio.Stdin = stdin
+	}
 	if eio.Stdout == nil {
-		eio.Stdout = stdout
+		eio.Stdout = ex.stdout
 	}
 	if eio.Stderr == nil {
-		eio.Stderr = stderr
+		eio.Stderr = ex.stderr
 	}
 	// Captured output is only kept in memory; the caller's writers may
 	// block, and get a goroutine of their own (control.ExecIO).
 	eio.InMemory = opts.Stdout == nil && opts.Stderr == nil
-	callCtx := ctx
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, timeout+execAnswerGrace)
-		defer cancel()
-	}
-	res, err := sb.client.Exec(callCtx, req, eio)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		// Our deadline, not the caller's: say what happened.
-		return nil, fmt.Errorf("gvx: %q passed its %v timeout and the sandbox did not answer within %v more; it was told to kill the command, and may be stalled (see the README's known limitations): %w", req.Argv, timeout, execAnswerGrace, err)
-	}
+	run, err := sb.client.Start(req, eio)
 	if err != nil {
 		return nil, sb.callError(err)
 	}
+	ex.run = run
+	return ex, nil
+}
+
+// result is the SDK's view of how the command ended.
+func (ex *startedExec) result(res control.ExecResult) *ExecResult {
 	return &ExecResult{
 		ExitCode:  res.ExitCode,
 		Signal:    res.Signal,
 		TimedOut:  res.TimedOut,
-		Stdout:    stdout.Bytes(),
-		Stderr:    stderr.Bytes(),
-		Truncated: stdout.Truncated() || stderr.Truncated(),
+		Stdout:    ex.stdout.Bytes(),
+		Stderr:    ex.stderr.Bytes(),
+		Truncated: ex.stdout.Truncated() || ex.stderr.Truncated(),
 		Duration:  time.Duration(res.Duration),
-	}, nil
+	}
 }
 
 // callError adds rungv's last words to an error from a sandbox that died.

@@ -110,6 +110,10 @@ func (StartFailure) PID() int { return 0 }
 // Signal implements control.Process.Signal: there is nothing to signal.
 func (StartFailure) Signal(int) error { return nil }
 
+// SignalDescendants implements control.Process.SignalDescendants: there
+// is nothing to signal.
+func (StartFailure) SignalDescendants(int) error { return nil }
+
 // Wait implements control.Process.Wait.
 func (f StartFailure) Wait() (int, int, error) { return f.Code, 0, nil }
 
@@ -126,6 +130,15 @@ func (sp sandboxProcess) PID() int { return sp.p.PID() }
 // cancelled `sh -c …` does not leave its children running.
 func (sp sandboxProcess) Signal(sig int) error {
 	err := sp.p.SignalGroup(syscall.Signal(sig))
+	if errors.Is(err, sentry.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// SignalDescendants implements control.Process.SignalDescendants.
+func (sp sandboxProcess) SignalDescendants(sig int) error {
+	err := sp.p.SignalDescendants(syscall.Signal(sig))
 	if errors.Is(err, sentry.ErrProcessDone) {
 		return nil
 	}

@@ -99,10 +99,42 @@ func (p *Process) SignalGroup(sig syscall.Signal) error {
 	if sig <= 0 || sig > linux.SignalMaximum {
 		return fmt.Errorf("sentry: invalid signal %d", int(sig))
 	}
+	if p.signalStarted(sig, true) == 0 {
+		return ErrProcessDone
+	}
+	return nil
+}
+
+// SignalDescendants sends sig to what the process started, as SignalGroup
+// does, but not to the process itself: what a terminal's Ctrl-C does to
+// the job a shell is running, which the shell survives. A shell that
+// reads commands from its stdin keeps its state (working directory,
+// variables) across an interrupted command. It returns ErrProcessDone
+// once the process has exited, and nil if it has started nothing.
+func (p *Process) SignalDescendants(sig syscall.Signal) error {
+	if sig <= 0 || sig > linux.SignalMaximum {
+		return fmt.Errorf("sentry: invalid signal %d", int(sig))
+	}
+	select {
+	case <-p.exited:
+		return ErrProcessDone
+	default:
+	}
+	p.signalStarted(sig, false)
+	return nil
+}
+
+// signalStarted sends sig to every process p started, and to p itself if
+// self is set, and returns how many it signalled.
+func (p *Process) signalStarted(sig syscall.Signal, self bool) int {
 	// A process may fork between one pass's look at the process table and
 	// its signal; the next pass finds the child. Once signalled with
 	// SIGKILL, a task cannot create another.
 	signalled := map[*kernel.ThreadGroup]struct{}{}
+	if !self {
+		signalled[p.tg] = struct{}{}
+	}
+	skipped := len(signalled)
 	var tgs []*kernel.ThreadGroup
 	for pass := 0; pass < maxSignalPasses; pass++ {
 		found := false
@@ -120,10 +152,7 @@ func (p *Process) SignalGroup(sig syscall.Signal) error {
 			break
 		}
 	}
-	if len(signalled) == 0 {
-		return ErrProcessDone
-	}
-	return nil
+	return len(signalled) - skipped
 }
 
 // started reports whether tg is the process or one it started: in its

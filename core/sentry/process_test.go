@@ -280,3 +280,40 @@ func TestStdoutToRegularFileAppends(t *testing.T) {
 		t.Fatalf("file has %q, want %q", got, want)
 	}
 }
+
+func TestSignalDescendantsSparesTheShell(t *testing.T) {
+	s := newSandbox(t, Config{})
+	startIdle(t, s)
+	stdin, input := io.Pipe()
+	defer input.Close()
+	var out syncBuffer
+	// A shell that reads its commands from stdin, as a harness's
+	// persistent session does; the sleep is the job ^C interrupts.
+	p, err := s.Exec(context.Background(), ProcessSpec{Argv: []string{"/bin/sh"}, Stdin: stdin, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	io.WriteString(input, "cd /tmp; X=kept; echo started; sleep 1000; echo interrupted=$?\n")
+	waitFor(t, "the job to start", func() bool { return strings.Contains(out.String(), "started") })
+	waitFor(t, "the job to be interrupted", func() bool {
+		// The shell may not have forked the sleep yet: signal again
+		// until it shows.
+		if err := p.SignalDescendants(syscall.SIGINT); err != nil {
+			t.Fatalf("SignalDescendants: %v", err)
+		}
+		return strings.Contains(out.String(), "interrupted=")
+	})
+	io.WriteString(input, "echo $X $(pwd)\n")
+	input.Close()
+	st, err := p.Wait()
+	if err != nil || st.ExitCode() != 0 {
+		t.Fatalf("the shell: %v %v, want it to survive the interrupt and exit 0", st, err)
+	}
+	if want := "started\ninterrupted=130\nkept /tmp\n"; out.String() != want {
+		t.Errorf("stdout %q, want %q", out.String(), want)
+	}
+	if err := p.SignalDescendants(syscall.SIGINT); !errors.Is(err, ErrProcessDone) {
+		t.Errorf("SignalDescendants after exit: %v, want ErrProcessDone", err)
+	}
+}
