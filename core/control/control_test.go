@@ -35,11 +35,11 @@ type testBackend struct {
 	// jobSignals are the signals sent to execs' descendants.
 	jobSignals []int
 	// gate holds the start of a "gated-sleep" until it is closed.
-	gate chan struct{}
-	nextPID    int
-	initSig    chan int
-	started    []*testProcess
-	stopped    bool // the last checkpoint asked to stop
+	gate    chan struct{}
+	nextPID int
+	initSig chan int
+	started []*testProcess
+	stopped bool // the last checkpoint asked to stop
 }
 
 func newTestBackend() *testBackend {
