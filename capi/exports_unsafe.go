@@ -429,3 +429,100 @@ func gvx_image_pull(ref *C.cchar_t, options *C.cchar_t, onProgress C.gvx_progres
 	*out = C.CString(img)
 	return C.GVX_OK
 }
+
+//export gvx_process_start
+func gvx_process_start(sandbox C.uint64_t, request *C.cchar_t, out *C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if request == nil || out == nil {
+		return nullArg("request_json and process", errOut)
+	}
+	h, err := processStart(uint64(sandbox), goString(request))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*out = C.uint64_t(h)
+	return C.GVX_OK
+}
+
+//export gvx_process_write
+func gvx_process_write(h C.uint64_t, data *C.cuint8_t, n C.size_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if data == nil && n > 0 {
+		return nullArg("data", errOut)
+	}
+	if n == 0 {
+		return C.GVX_OK
+	}
+	// The bytes are copied: the caller's buffer is free once this returns.
+	if err := processWrite(uint64(h), goBytes(data, n)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_process_close_stdin
+func gvx_process_close_stdin(h C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := processCloseStdin(uint64(h)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_process_read
+func gvx_process_read(h C.uint64_t, stream C.int, buf *C.uint8_t, capacity C.size_t, timeoutMS C.int, cancel C.uint64_t,
+	n *C.size_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if buf == nil || n == nil {
+		return nullArg("buf and n", errOut)
+	}
+	*n = 0
+	got, err := processRead(uint64(h), int(stream), unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capacity)), int(timeoutMS), uint64(cancel))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*n = C.size_t(got)
+	return C.GVX_OK
+}
+
+//export gvx_process_signal
+func gvx_process_signal(h C.uint64_t, sig C.int, flags C.uint32_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if flags&^C.GVX_SIGNAL_DESCENDANTS != 0 {
+		return fail(invalid("flags %#x has bits gvx.h does not define", uint32(flags)), errOut)
+	}
+	if err := processSignal(uint64(h), int(sig), flags&C.GVX_SIGNAL_DESCENDANTS != 0); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}
+
+//export gvx_process_wait
+func gvx_process_wait(h C.uint64_t, timeoutMS C.int, cancel C.uint64_t, result **C.char, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if result == nil {
+		return nullArg("result", errOut)
+	}
+	res, err := processWait(uint64(h), int(timeoutMS), uint64(cancel))
+	if err != nil {
+		return fail(err, errOut)
+	}
+	*result = C.CString(res)
+	return C.GVX_OK
+}
+
+//export gvx_process_close
+func gvx_process_close(h C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard(&status, errOut)
+	clearErr(errOut)
+	if err := processClose(uint64(h)); err != nil {
+		return fail(err, errOut)
+	}
+	return C.GVX_OK
+}

@@ -314,6 +314,72 @@ int gvx_sandbox_reset(uint64_t sandbox, char **err);
 int gvx_sandbox_close(uint64_t sandbox, char **err);
 
 /*
+ * Processes: a command that runs while the caller writes its stdin and
+ * reads its output as it comes (a shell that keeps its state between
+ * commands, a REPL, a server).
+ *
+ * gvx_process_start starts a command and stores its handle in *process.
+ * request_json is gvx_sandbox_exec's request without "max_output" and
+ * "cancel": "argv" (required), "env", "cwd", "user", "timeout" (the
+ * command is killed at it), "umask", "stderr_to_stdout". A command that
+ * cannot start runs as with gvx_sandbox_exec: exit code 127 or 126, with
+ * why on its stderr. Every handle must be closed with gvx_process_close,
+ * which kills the command if it still runs.
+ */
+int gvx_process_start(uint64_t sandbox, const char *request_json, uint64_t *process, char **err);
+
+/*
+ * gvx_process_write sends data to the command's stdin, in order; it
+ * returns once the data is on its way. Writing to a command that ended
+ * returns GVX_E_UNAVAILABLE. gvx_process_close_stdin gives the command end
+ * of file.
+ */
+int gvx_process_write(uint64_t process, const uint8_t *data, size_t len, char **err);
+int gvx_process_close_stdin(uint64_t process, char **err);
+
+/*
+ * gvx_process_read copies up to cap bytes of the command's output on
+ * stream (GVX_STDOUT or GVX_STDERR) into buf and stores their count in *n,
+ * waiting for some if none has come: *n is 0 once the stream has ended.
+ * It waits at most timeout_ms milliseconds (negative: no limit), then
+ * returns GVX_E_TIMEOUT; with a token from gvx_cancel_new, gvx_cancel
+ * ends the wait with GVX_E_CANCELED (cancel 0: none). Neither touches the
+ * command. Output waits for its reader: a stream nobody reads holds up the
+ * command once 1 MiB of it is waiting, as a full pipe would. Closing the
+ * handle ends a read in progress with GVX_E_CLOSED.
+ */
+int gvx_process_read(uint64_t process, int stream, uint8_t *buf, size_t cap, int timeout_ms, uint64_t cancel,
+                     size_t *n, char **err);
+
+/*
+ * gvx_process_signal sends signal to the command and every process it
+ * started or, with GVX_SIGNAL_DESCENDANTS, only to the processes it
+ * started: a terminal's Ctrl-C to the job a shell runs, which a shell
+ * reading commands from its stdin survives with its working directory and
+ * variables. Signalling a command that ended returns GVX_E_UNAVAILABLE.
+ */
+#define GVX_SIGNAL_DESCENDANTS (1u << 0)
+int gvx_process_signal(uint64_t process, int signal, uint32_t flags, char **err);
+
+/*
+ * gvx_process_wait waits for the command to end, at most timeout_ms
+ * milliseconds (negative: no limit; GVX_E_TIMEOUT after it, the command
+ * running on) or until gvx_cancel(cancel), and stores in *result
+ * gvx_sandbox_exec's result JSON ("exit_code", "signal", "timed_out",
+ * "duration"). Its output is what gvx_process_read returned and returns
+ * until the end of each stream. It may be called again.
+ */
+int gvx_process_wait(uint64_t process, int timeout_ms, uint64_t cancel, char **result, char **err);
+
+/*
+ * gvx_process_close kills the command if it still runs, without waiting
+ * for it, and releases the handle: output not read is dropped, and calls
+ * in progress on other threads return GVX_E_CLOSED. Closing a closed
+ * handle returns GVX_E_CLOSED.
+ */
+int gvx_process_close(uint64_t process, char **err);
+
+/*
  * Volumes: single-file ext4 images that sandboxes mount and the Sentry reads
  * and writes itself. These are file operations in the calling process; no
  * sandbox is involved.

@@ -1,7 +1,8 @@
 /*
  * Drives a real sandbox through gvx.h alone, proving the ABI without
  * Python: version, a sandbox, an exec with stdin and both outputs, a
- * streamed exec, files, and the errors for bad input and closed handles,
+ * streamed exec, files, a persistent shell through the process calls,
+ * and the errors for bad input and closed handles,
  * and for a sandbox whose process was killed from outside.
  *
  * Environment: GVX_TEST_CONFIG (the sandbox's config_json).
@@ -53,6 +54,39 @@ static long rungv_pid(uint64_t sb) {
 	long pid = p != NULL ? strtol(p + strlen("\"pid\":"), NULL, 10) : 0;
 	gvx_free(info);
 	return pid;
+}
+
+/*
+ * Reads the process's stdout until what was read so far contains needle,
+ * sending ^C to the job between reads if interrupt is set. 1 if found.
+ */
+static int read_until(uint64_t proc, const char *needle, int interrupt) {
+	char seen[4096];
+	size_t len = 0;
+	for (int tries = 0; tries < 600; tries++) {
+		char *err = NULL;
+		if (interrupt) {
+			int st = gvx_process_signal(proc, SIGINT, GVX_SIGNAL_DESCENDANTS, &err);
+			CHECK(st == GVX_OK, "^C to the job: %d %s", st, err ? err : "");
+			gvx_free(err);
+			err = NULL;
+		}
+		size_t n = 0;
+		int st = gvx_process_read(proc, GVX_STDOUT, (uint8_t *)seen + len, sizeof seen - 1 - len, 100, 0, &n, &err);
+		gvx_free(err);
+		if (st == GVX_E_TIMEOUT) {
+			continue;
+		}
+		if (st != GVX_OK || n == 0) {
+			return 0;
+		}
+		len += n;
+		seen[len] = 0;
+		if (strstr(seen, needle) != NULL) {
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int main(void) {
@@ -165,6 +199,51 @@ int main(void) {
 	                          &err_len, &err);
 	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "timeuot") != NULL, "misspelt key: %d %s", status,
 	      err ? err : "");
+	gvx_free(err);
+	err = NULL;
+
+	/* A shell that keeps its state between the commands written to it and
+	 * survives a ^C to the job it runs. */
+	uint64_t proc = 0;
+	status = gvx_process_start(sb, "{\"argv\": [\"/bin/sh\"], \"stderr_to_stdout\": true}", &proc, &err);
+	CHECK(status == GVX_OK, "process start: %d %s", status, err ? err : "");
+	const char *setup = "cd /tmp && X=kept && echo ready\n";
+	status = gvx_process_write(proc, (const uint8_t *)setup, strlen(setup), &err);
+	CHECK(status == GVX_OK && read_until(proc, "ready\n", 0), "the shell's first answer: %d", status);
+	uint8_t byte;
+	size_t got = 1;
+	status = gvx_process_read(proc, GVX_STDOUT, &byte, 1, 10, 0, &got, &err);
+	CHECK(status == GVX_E_TIMEOUT && got == 0, "a read with nothing to read: %d, %zu bytes", status, got);
+	gvx_free(err);
+	err = NULL;
+	const char *job = "sleep 1000; echo rc=$?\n";
+	status = gvx_process_write(proc, (const uint8_t *)job, strlen(job), &err);
+	CHECK(status == GVX_OK && read_until(proc, "rc=130\n", 1), "the job after ^C: %d", status);
+	const char *state = "echo $X $(pwd) >&2\n";
+	status = gvx_process_write(proc, (const uint8_t *)state, strlen(state), &err);
+	CHECK(status == GVX_OK && read_until(proc, "kept /tmp\n", 0), "the shell's state after ^C: %d", status);
+	status = gvx_process_read(proc, 3, &byte, 1, 10, 0, &got, &err);
+	CHECK(status == GVX_E_INVALID && err != NULL && strstr(err, "stream 3") != NULL, "stream 3: %d", status);
+	gvx_free(err);
+	err = NULL;
+	status = gvx_process_close_stdin(proc, &err);
+	CHECK(status == GVX_OK, "close stdin: %d", status);
+	status = gvx_process_read(proc, GVX_STDOUT, &byte, 1, 60000, 0, &got, &err);
+	CHECK(status == GVX_OK && got == 0, "the end of the output: %d, %zu bytes", status, got);
+	status = gvx_process_wait(proc, 60000, 0, &result, &err);
+	CHECK(status == GVX_OK && strstr(result, "\"exit_code\":0") != NULL, "process wait: %d %s", status,
+	      status == GVX_OK ? result : err);
+	if (status == GVX_OK) {
+		gvx_free(result);
+	}
+	status = gvx_process_close(proc, &err);
+	CHECK(status == GVX_OK, "process close: %d", status);
+	status = gvx_process_close(proc, &err);
+	CHECK(status == GVX_E_CLOSED, "second process close: %d", status);
+	gvx_free(err);
+	err = NULL;
+	status = gvx_process_read(proc, GVX_STDOUT, &byte, 1, 10, 0, &got, &err);
+	CHECK(status == GVX_E_CLOSED, "read after close: %d", status);
 	gvx_free(err);
 	err = NULL;
 
