@@ -65,6 +65,12 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.San
 	if err != nil && !(errors.Is(err, errNoCommand) && (sp.KeepAlive || sp.Restore != "")) {
 		return err
 	}
+	f.needs.apply(os.Stderr, img.Config.Labels, sp, &cfg)
+	if sp.Restore == "" && !sp.KeepAlive {
+		if err := checkDockerd(ps.Argv, cfg.NFTables, f.needs == nil); err != nil {
+			return err
+		}
+	}
 	if cfg.Platform == sentry.PlatformKVM {
 		if err := checkKVM(s.Root(), img.ErofsPath()); err != nil {
 			return err
