@@ -15,5 +15,5 @@ import "github.com/spf13/pflag"
 // a command that runs dockerd without nftables is refused before the
 // sandbox boots (checkDockerd).
 func addNFTablesFlag(fl *pflag.FlagSet, on *bool) {
-	fl.BoolVar(on, "nftables", false, "give the sandbox gVisor's nftables (iptables-nft, Docker's bridge network and port publishing need it, with --net-raw)")
+	fl.BoolVar(on, "nftables", false, "give the sandbox gVisor's nftables (iptables-nft, Docker's bridge network and port publishing need it, with --net-raw; an image labelled dev.gfire.gvx.needs=nftables gets it unless --nftables=false)")
 }

@@ -22,10 +22,11 @@ import (
 )
 
 // runSandbox implements `rungv run`: it runs the sandbox sp describes, as
-// f says. It checks sp and the flags, gets the image, opens what the
-// sandbox needs on the host (openHost), hands the rest to host.Run, and
-// reports how the sandbox ended. Its errors about sp's fields name them as
-// names does.
+// f says. It checks sp and the flags, gets the image, turns on what its
+// label says it needs (needsPolicy) and refuses a dockerd that cannot
+// start (checkDockerd), opens what the sandbox needs on the host
+// (openHost), hands the rest to host.Run, and reports how the sandbox
+// ended. Its errors about sp's fields name them as names does.
 func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.Sandbox, dns []netip.AddrPort, names fieldNames) error {
 	// First, while every descriptor above 2 is one the caller passed.
 	exitStatus, err := openExitStatus(f.exitStatusFD)
