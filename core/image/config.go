@@ -29,6 +29,15 @@ type Config struct {
 // control endpoint answers.
 const SnapshotHookLabel = "dev.gfire.gvx.snapshot-hook"
 
+// NeedsLabel names, in an image's labels, the sandbox features the image
+// cannot run without, as the `rungv run` flags that turn them on, less
+// their dashes and separated by commas: "nftables,net-raw" for gvx's
+// Docker image, whose dockerd programs its bridge network with
+// iptables-nft. `rungv run IMAGE` turns them on and says so, unless the
+// command line turns one off by name (--nftables=false); the SDKs, whose
+// spec says in full what a sandbox may do, do not read it.
+const NeedsLabel = "dev.gfire.gvx.needs"
+
 // ConfigFrom extracts the runtime configuration of an image config file.
 func ConfigFrom(cf *v1.ConfigFile) Config {
 	c := cf.Config

@@ -17,6 +17,13 @@ restore it in about 0.3 s:
 >>> ready = gvx.docker.snapshot(DOCKER_IMAGE, golden=golden, snapshot="ready.snap", volume="ready.ext4")
 >>> env = gvx.GvxEnv(DOCKER_IMAGE, golden=ready, restore="ready.snap", **gvx.docker.SANDBOX_OPTIONS)
 
+Where the image comes from: :func:`image` returns ``$GVX_DOCKER_IMAGE`` (a registry
+reference the image was pushed to, ``oci:DIR:latest`` or ``docker-archive:FILE``),
+else the newest ``make docker-image`` build under ``~/.cache/gvx/dockerimage``
+(``$GVX_CACHE/dockerimage``). A pip install carries no Docker image and cannot
+build one (debootstrap needs root and a Debian mirror): build it once where a gvx
+checkout can, push it to a registry, and point ``GVX_DOCKER_IMAGE`` at it.
+
 A sandbox drives its dockerd like any other process: :data:`SETUP` starts it in
 the background and waits until it answers; :data:`STOP` ends it gracefully (a
 golden volume is then consistent). The guest's docker CLI needs nothing else;
@@ -36,6 +43,37 @@ from .sandbox import Mount, Sandbox
 from .volumes import Volume
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+IMAGE_ENV = "GVX_DOCKER_IMAGE"
+"""The environment variable :func:`image` reads first."""
+
+
+def image() -> str:
+    """Returns the reference of the Docker-in-gvx image: ``$GVX_DOCKER_IMAGE`` if set,
+    else the newest complete ``make docker-image`` build in the cache
+    (``$GVX_CACHE/dockerimage``, default ``~/.cache/gvx/dockerimage``), as
+    ``oci:DIR:latest``. Raises :class:`gvx.NotFoundError` saying how to get one.
+
+    >>> IMAGE = gvx.docker.image()   # e.g. registry.example.com/gvx/docker:1
+    >>> golden = gvx.docker.golden(IMAGE, archives=["app.tar"], volume="golden.ext4")
+    """
+    ref = os.environ.get(IMAGE_ENV, "").strip()
+    if ref:
+        return ref
+    cache = os.environ.get("GVX_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gvx")
+    root = Path(cache) / "dockerimage"
+    # A build is complete once its build.json is written, last.
+    builds = sorted(root.glob("*/build.json"), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+    if builds:
+        return f"oci:{builds[-1].parent / 'oci'}:latest"
+    raise errors.NotFoundError(
+        f"no Docker-in-gvx image: ${IMAGE_ENV} is not set and {root} holds no build. A pip install carries "
+        "none and cannot build one; either set "
+        f"{IMAGE_ENV} to a registry reference it was pushed to (build it once with `make docker-image` in a "
+        "gvx checkout, as root with debootstrap, then e.g. `skopeo copy oci:DIR:latest "
+        "docker://REGISTRY/gvx/docker:TAG`), or run `make docker-image` on this machine"
+    )
+
 
 SANDBOX_OPTIONS: Mapping[str, Any] = {"nftables": True, "net_raw": True}
 """Sandbox options dockerd needs: gVisor's nftables (Docker programs its bridge
@@ -165,4 +203,4 @@ def snapshot(
         clone.discard()
 
 
-__all__ = ["LOG", "SANDBOX_OPTIONS", "SETUP", "START", "STOP", "WAIT", "golden", "snapshot", "start"]
+__all__ = ["IMAGE_ENV", "LOG", "SANDBOX_OPTIONS", "SETUP", "START", "STOP", "WAIT", "golden", "image", "snapshot", "start"]

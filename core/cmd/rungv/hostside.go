@@ -75,7 +75,11 @@ func (h *hostSide) open(f *runOptions, sp *spec.Sandbox, img *store.Image, cfg s
 	// The janitor removes the sockets once rungv is gone.
 	h.onClose(func() { janitor.Close() })
 	cfg.Image = erofsFile
-	if err := createMissingVolumes(cfg.Volumes); err != nil {
+	var created io.Writer = os.Stderr
+	if f.quiet {
+		created = nil
+	}
+	if err := createMissingVolumes(cfg.Volumes, created); err != nil {
 		return err
 	}
 	cfg.Lockdown.TrapViolations = f.trapSeccomp

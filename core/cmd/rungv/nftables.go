@@ -10,7 +10,10 @@ import "github.com/spf13/pflag"
 // the sandbox needs both: `--nftables --net-raw`. Without nftables
 // dockerd's iptables-nft finds no nf_tables and the legacy iptables gVisor
 // has lacks MASQUERADE, conntrack and addrtype, so dockerd cannot start
-// with its default bridge network.
+// with its default bridge network. An image that needs both says so with
+// its image.NeedsLabel, which `rungv run IMAGE` honours (needsPolicy), and
+// a command that runs dockerd without nftables is refused before the
+// sandbox boots (checkDockerd).
 func addNFTablesFlag(fl *pflag.FlagSet, on *bool) {
-	fl.BoolVar(on, "nftables", false, "give the sandbox gVisor's nftables (iptables-nft, Docker's bridge network and port publishing need it, with --net-raw)")
+	fl.BoolVar(on, "nftables", false, "give the sandbox gVisor's nftables (iptables-nft, Docker's bridge network and port publishing need it, with --net-raw; an image labelled dev.gfire.gvx.needs=nftables gets it unless --nftables=false)")
 }

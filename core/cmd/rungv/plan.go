@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/netip"
 	"os"
@@ -184,9 +185,11 @@ func formatCPUList(cpus []int) string {
 }
 
 // createMissingVolumes creates, as docker creates named volumes, every
-// writable volume whose file does not exist yet. vols are sentryConfig's,
-// one for each of the spec's mounts, in order.
-func createMissingVolumes(vols []sentry.Volume) error {
+// writable volume whose file does not exist yet, and says so on w unless
+// it is nil: a mistyped path would otherwise pass unnoticed, and the user
+// learns the size it got. vols are sentryConfig's, one for each of the
+// spec's mounts, in order.
+func createMissingVolumes(vols []sentry.Volume, w io.Writer) error {
 	for i, v := range vols {
 		field := fmt.Sprintf("mounts[%d].source", i)
 		_, err := os.Stat(v.Path)
@@ -200,6 +203,9 @@ func createMissingVolumes(vols []sentry.Volume) error {
 		}
 		if err := ext4lite.Create(v.Path, defaultVolumeSize); err != nil {
 			return &fieldError{field, v.Path, fmt.Sprintf("cannot be created: %v", err), err}
+		}
+		if w != nil {
+			fmt.Fprintf(w, "rungv: created the volume %s, %d GiB, sparse (`rungv volume create %s --size N` first for another size)\n", v.Path, defaultVolumeSize>>30, v.Path)
 		}
 	}
 	return nil

@@ -31,6 +31,10 @@ type runOptions struct {
 
 	// exitStatusFD: see openExitStatus.
 	exitStatusFD int
+
+	// needs says which features the image's image.NeedsLabel may turn
+	// on; nil with --spec.
+	needs *needsPolicy
 }
 
 // register adds the flags to fl.
@@ -140,6 +144,7 @@ run it (--control, --exit-status-fd, --quiet, -i, -t, --stop-timeout,
 					return err
 				}
 				names = given
+				f.needs = newNeedsPolicy(sandbox)
 			}
 			return names.explain(runSandbox(cmd.Context(), g, f, &sp, dns, names))
 		},

@@ -22,10 +22,11 @@ import (
 )
 
 // runSandbox implements `rungv run`: it runs the sandbox sp describes, as
-// f says. It checks sp and the flags, gets the image, opens what the
-// sandbox needs on the host (openHost), hands the rest to host.Run, and
-// reports how the sandbox ended. Its errors about sp's fields name them as
-// names does.
+// f says. It checks sp and the flags, gets the image, turns on what its
+// label says it needs (needsPolicy) and refuses a dockerd that cannot
+// start (checkDockerd), opens what the sandbox needs on the host
+// (openHost), hands the rest to host.Run, and reports how the sandbox
+// ended. Its errors about sp's fields name them as names does.
 func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.Sandbox, dns []netip.AddrPort, names fieldNames) error {
 	// First, while every descriptor above 2 is one the caller passed.
 	exitStatus, err := openExitStatus(f.exitStatusFD)
@@ -64,6 +65,12 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.San
 	ps, err := resolveCommand(img.Config, sp)
 	if err != nil && !(errors.Is(err, errNoCommand) && (sp.KeepAlive || sp.Restore != "")) {
 		return err
+	}
+	f.needs.apply(os.Stderr, img.Config.Labels, sp, &cfg)
+	if sp.Restore == "" && !sp.KeepAlive {
+		if err := checkDockerd(ps.Argv, cfg.NFTables, f.needs == nil); err != nil {
+			return err
+		}
 	}
 	if cfg.Platform == sentry.PlatformKVM {
 		if err := checkKVM(s.Root(), img.ErofsPath()); err != nil {

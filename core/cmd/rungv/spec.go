@@ -59,7 +59,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a guest port: [IP:][HOSTPORT:]GUESTPORT[/tcp|/udp] (IP defaults to 127.0.0.1; without HOSTPORT, or with 0, the host picks a free port and rungv says which) or unix:HOSTPATH:GUESTPORT")
 	fl.StringArrayVar(&f.allowNet, "allow-net", nil, "with --network nat, allow only these destinations: CIDR[:PORT], as the guest names them (repeatable; default: all). Link-local addresses (cloud metadata) and the host's own addresses stay refused unless a rule names them: a prefix inside 169.254.0.0/16 or fe80::/10, or exactly the host's address (/32, /128); 0.0.0.0/0 or the host's subnet does not")
 	fl.BoolVar(&f.hostLoopback, "host-loopback", false, "with --network nat, let the gateway 10.0.2.2 reach the host's 127.0.0.1")
-	fl.BoolVar(&f.netRaw, "net-raw", false, "allow raw and packet sockets to guest root")
+	fl.BoolVar(&f.netRaw, "net-raw", false, "allow raw and packet sockets to guest root (an image labelled dev.gfire.gvx.needs=net-raw gets them unless --net-raw=false)")
 	addNFTablesFlag(fl, &f.nftables)
 	fl.BoolVar(&f.packetWrite, "allow-packet-socket-write", false, "let packet sockets send, not only capture (needs --net-raw)")
 	fl.BoolVar(&f.allowSUID, "allow-suid", false, "honour setuid/setgid bits in the sandbox")

@@ -268,3 +268,14 @@ func TestVolumeCommands(t *testing.T) {
 		t.Errorf("running a clone of a changed golden: exit %d %q", code, errOut)
 	}
 }
+
+// TestRunSaysVolumeCreated: a volume --mount creates is named on stderr
+// with its size and how to choose another; -q keeps quiet.
+func TestRunSaysVolumeCreated(t *testing.T) {
+	img := testImage(t)
+	vol := filepath.Join(t.TempDir(), "golden.ext4")
+	_, errOut, code := runCLI(t, "", "run", "--mount", "type=volume,src="+vol+",dst=/data", img, "true")
+	if want := "rungv: created the volume " + vol + ", 16 GiB, sparse (`rungv volume create " + vol + " --size N` first for another size)\n"; code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("run --mount with a new volume: exit %d, stderr %q; want %q", code, errOut, want)
+	}
+}

@@ -312,6 +312,7 @@ func assemble(r *Recipe, key string, compose ComposeKind, layerFiles []string) (
 			"dev.gfire.gvx.dockerimage.key":  key,
 			"dev.gfire.gvx.compose":          string(compose),
 			image.SnapshotHookLabel:          SnapshotHookPath,
+			image.NeedsLabel:                 r.Needs,
 		},
 	}
 	return mutate.ConfigFile(img, cf)

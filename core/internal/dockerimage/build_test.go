@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"z.gfire.dev/gvx/core/image"
 )
 
 // fakeLayers puts tiny Debian and Compose layers into cache, as earlier
@@ -78,6 +80,10 @@ func TestBuildFromCachedLayers(t *testing.T) {
 	if _, ok := cf.Config.ExposedPorts["2375/tcp"]; !ok {
 		t.Errorf("exposed ports %v lack 2375/tcp", cf.Config.ExposedPorts)
 	}
+	// `rungv run IMAGE` reads it and turns on what dockerd needs.
+	if got := cf.Config.Labels[image.NeedsLabel]; got != "nftables,net-raw" {
+		t.Errorf("label %s=%q, want nftables,net-raw", image.NeedsLabel, got)
+	}
 	if got, ok := Cached(r, Options{CacheDir: cache}); !ok || got.Layout != b.Layout {
 		t.Errorf("Cached after Build: %+v %v", got, ok)
 	}
@@ -123,6 +129,7 @@ func TestRecipeKey(t *testing.T) {
 		"suite":    func(r *Recipe) { r.Suite = "trixie" },
 		"packages": func(r *Recipe) { r.Packages = append(r.Packages, "git") },
 		"compose":  func(r *Recipe) { r.ComposeVersion = "v2.28.1" },
+		"needs":    func(r *Recipe) { r.Needs = "nftables" },
 	} {
 		r := Default()
 		change(r)

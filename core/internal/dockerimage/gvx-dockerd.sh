@@ -4,7 +4,10 @@
 # network, iptables on) under tini, serving its API on its unix socket and
 # on TCP port 2375, which rungv publishes to the host:
 #
-#   rungv run --nftables --net-raw -p unix:/tmp/docker.sock:2375 IMAGE
+#   rungv run -p unix:/tmp/docker.sock:2375 IMAGE
+#
+# (its label dev.gfire.gvx.needs=nftables,net-raw has rungv turn on
+# --nftables --net-raw, which dockerd's bridge network needs).
 #
 # Arguments are passed on to dockerd. The storage driver is overlay2, named
 # explicitly: if /var/lib/docker cannot hold it, dockerd fails to start

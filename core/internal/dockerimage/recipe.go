@@ -30,6 +30,9 @@ type Recipe struct {
 	// SnapshotHook is the script that carries dockerd's bridges and
 	// netfilter rules through a gvx snapshot (image.SnapshotHookLabel).
 	SnapshotHook string
+	// Needs is the image's image.NeedsLabel: the sandbox features
+	// `rungv run IMAGE` turns on for it.
+	Needs string
 }
 
 //go:embed gvx-dockerd.sh
@@ -62,6 +65,9 @@ func Default() *Recipe {
 		ComposeFallback: []string{"docker-compose"},
 		Entrypoint:      entrypointScript,
 		SnapshotHook:    snapshotHookScript,
+		// dockerd with its defaults programs its bridge network with
+		// iptables-nft, and its containers expect raw sockets (ping).
+		Needs: "nftables,net-raw",
 	}
 }
 

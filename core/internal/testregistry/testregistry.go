@@ -25,16 +25,27 @@ const PlainHTTPAddr = "127.0.0.2"
 // addr cannot be listened on.
 func Serve(t testing.TB, addr string) string {
 	t.Helper()
+	host, stop, err := Start(addr)
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(stop)
+	return host
+}
+
+// Start starts a plain-HTTP registry listening on addr (an IP on
+// loopback), for a program that is not a Go test (cmd/testregistry), and
+// returns its host:port and the function that stops it.
+func Start(addr string) (string, func(), error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
-		t.Skipf("cannot listen on %s: %v", addr, err)
+		return "", nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 	}
 	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	srv.Listener.Close()
 	srv.Listener = l
 	srv.Start()
-	t.Cleanup(srv.Close)
-	return l.Addr().String()
+	return l.Addr().String(), srv.Close, nil
 }
 
 // Push pushes the first image of the OCI layout in dir to ref, on a
