@@ -18,6 +18,7 @@ type Process struct {
 	sb    *Sandbox
 	ex    *startedExec
 	stdin *io.PipeWriter // nil when ExecOptions.Stdin feeds the command
+	input *io.PipeReader // stdin's other end
 
 	done chan struct{} // closed once res and err are set
 	res  *ExecResult
@@ -44,9 +45,8 @@ func (sb *Sandbox) Start(ctx context.Context, argv []string, opts *ExecOptions) 
 	p := &Process{sb: sb, done: make(chan struct{})}
 	var stdin io.Reader
 	if opts == nil || opts.Stdin == nil {
-		var r *io.PipeReader
-		r, p.stdin = io.Pipe()
-		stdin = r
+		p.input, p.stdin = io.Pipe()
+		stdin = p.input
 	}
 	ex, err := sb.startExec(argv, opts, stdin)
 	if err != nil {
@@ -62,9 +62,10 @@ func (sb *Sandbox) Start(ctx context.Context, argv []string, opts *ExecOptions) 
 func (p *Process) wait() {
 	res, err := p.ex.run.Wait(context.Background())
 	p.stopWatch()
-	if p.stdin != nil {
-		// A writer blocked on a command that is gone returns.
-		p.stdin.CloseWithError(ErrProcessDone)
+	if p.input != nil {
+		// A write to a command that is gone, or blocked on it, returns
+		// ErrProcessDone.
+		p.input.CloseWithError(ErrProcessDone)
 	}
 	if err != nil {
 		p.err = p.sb.callError(err)

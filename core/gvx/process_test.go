@@ -93,8 +93,8 @@ func TestProcessIsAPersistentShell(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("the shell at end of input: %+v %v, want exit 0", res, err)
 	}
-	if _, err := io.WriteString(p.Stdin(), "echo late\n"); err == nil {
-		t.Error("a write after the end succeeded")
+	if _, err := io.WriteString(p.Stdin(), "echo late\n"); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("a write after Close: %v, want io.ErrClosedPipe", err)
 	}
 	if err := p.SignalDescendants(ctx, syscall.SIGINT); !errors.Is(err, ErrProcessDone) {
 		t.Errorf("a signal after the end: %v, want ErrProcessDone", err)
@@ -124,8 +124,8 @@ func TestProcessKillAndCapture(t *testing.T) {
 	}
 	select {
 	case err := <-wrote:
-		if err == nil {
-			t.Error("the blocked write returned no error")
+		if !errors.Is(err, ErrProcessDone) {
+			t.Errorf("the write blocked on the killed command: %v, want ErrProcessDone", err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("a write blocked on the killed command's stdin did not return")

@@ -37,6 +37,7 @@ from ._pool import NodeStats, PoolStats
 from .images import Image, pull
 from .volumes import CheckResult, Volume
 from ._options import parse_port, parse_size
+from ._process import Process
 from .sandbox import ExecResult, FileInfo, Mount, PublishedPort, Sandbox, SandboxInfo, SandboxStats, default_image, rungv_path
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "NoSpaceError",
     "PermissionDeniedError",
     "Mount",
+    "Process",
     "Sandbox",
     "SandboxClosedError",
     "PublishedPort",

@@ -67,6 +67,9 @@ GVX_WRITE_MAKE_PARENTS = 1 << 16
 # gvx_sandbox_checkpoint's flags: end the sandbox once the snapshot is written.
 GVX_CHECKPOINT_STOP = 1 << 0
 
+# gvx_process_signal's flags.
+GVX_SIGNAL_DESCENDANTS = 1 << 0
+
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 # Set in a child forked from a process that had loaded the library.
@@ -138,6 +141,13 @@ SIGNATURES: dict[str, tuple[Optional[CType], list[CType]]] = {
     "gvx_sandbox_wait": (_int, [_u64, _int_p, _out]),
     "gvx_sandbox_reset": (_int, [_u64, _out]),
     "gvx_sandbox_close": (_int, [_u64, _out]),
+    "gvx_process_start": (_int, [_u64, _cs, _u64_p, _out]),
+    "gvx_process_write": (_int, [_u64, c_uint8_p, _size, _out]),
+    "gvx_process_close_stdin": (_int, [_u64, _out]),
+    "gvx_process_read": (_int, [_u64, _int, c_uint8_p, _size, _int, _u64, _size_p, _out]),
+    "gvx_process_signal": (_int, [_u64, _int, _u32, _out]),
+    "gvx_process_wait": (_int, [_u64, _int, _u64, _out, _out]),
+    "gvx_process_close": (_int, [_u64, _out]),
     "gvx_volume_create": (_int, [_cs, _i64, _out]),
     "gvx_volume_clone": (_int, [_cs, _cs, _out, _out]),
     "gvx_volume_flatten": (_int, [_cs, _cs, _out]),

@@ -299,20 +299,26 @@ def check_sandbox_options(where: str, image: object, options: Mapping[str, objec
     sandbox_config(image, **options)
 
 
-class ExecOptions(TypedDict, total=False):
-    """The keywords of Sandbox.exec that say what runs. Each is a key of
-    gvx_sandbox_exec's request JSON (core/spec's Exec, and "max_output") and
-    has its check in _EXEC_CHECKS: a new exec option is a line in each.
-    Sandbox.exec and its gvx.aio twin take them as ``**options`` and show them
-    in their signatures (takes_exec_options). None leaves an option unset."""
+class CommandOptions(TypedDict, total=False):
+    """The keywords of Sandbox.exec and Sandbox.spawn that say what runs. Each
+    is a key of their request JSON (core/spec's Exec) and has its check in
+    _EXEC_CHECKS: a new exec option is a line in each. Both methods and their
+    gvx.aio twins take them as ``**options`` and show them in their
+    signatures (takes_options). None leaves an option unset."""
 
     timeout: Optional[float]
     env: Union[Mapping[str, str], Sequence[str], None]
     cwd: Optional[str]
     user: Optional[str]
-    max_output: Optional[int]
     umask: Optional[int]  # the command's file mode creation mask, such as 0o077; None: 0o022
     stderr_to_stdout: Optional[bool]  # True: stderr is stdout's pipe, merged in order as 2>&1 (stderr "")
+
+
+class ExecOptions(CommandOptions, total=False):
+    """Sandbox.exec's keywords: CommandOptions and how much output it keeps
+    ("max_output" of gvx_sandbox_exec's request)."""
+
+    max_output: Optional[int]
 
 
 def _cwd(name: str, value: object) -> str:
@@ -351,19 +357,27 @@ _EXEC_CHECKS: dict[str, Callable[[str, object], object]] = {
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def takes_exec_options(fn: _F) -> _F:
-    """Shows ExecOptions' keywords in fn's signature, for help(), inspect and
-    editors that read it, in place of fn's ``**options``."""
-    sig = inspect.signature(fn)
-    kw = inspect.Parameter.KEYWORD_ONLY
-    own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    first_kw = next((i for i, p in enumerate(own) if p.kind is kw), len(own))
-    declared = [
-        inspect.Parameter(name, kw, default=None, annotation=t.__forward_arg__ if isinstance(t, ForwardRef) else t)
-        for name, t in ExecOptions.__annotations__.items()
-    ]
-    setattr(fn, "__signature__", sig.replace(parameters=own[:first_kw] + declared + own[first_kw:]))
-    return fn
+def takes_options(options: type) -> Callable[[_F], _F]:
+    """Shows the keywords of the TypedDict options in fn's signature, for
+    help(), inspect and editors that read it, in place of fn's ``**options``."""
+
+    def show(fn: _F) -> _F:
+        sig = inspect.signature(fn)
+        kw = inspect.Parameter.KEYWORD_ONLY
+        own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        first_kw = next((i for i, p in enumerate(own) if p.kind is kw), len(own))
+        declared = [
+            inspect.Parameter(name, kw, default=None, annotation=t.__forward_arg__ if isinstance(t, ForwardRef) else t)
+            for name, t in options.__annotations__.items()
+        ]
+        setattr(fn, "__signature__", sig.replace(parameters=own[:first_kw] + declared + own[first_kw:]))
+        return fn
+
+    return show
+
+
+takes_exec_options = takes_options(ExecOptions)
+takes_command_options = takes_options(CommandOptions)
 
 
 @dataclass(frozen=True)
@@ -375,11 +389,13 @@ class ExecRequest:
     on_output: Optional[Callable[[str, bytes], None]]
 
 
-def exec_request(cmd: object, stdin: object, on_output: object, options: Mapping[str, object]) -> ExecRequest:
-    """Sandbox.exec's arguments, checked; options are its ExecOptions."""
+def command_request(cmd: object, options: Mapping[str, object], method: str = "spawn", others: str = "") -> dict[str, object]:
+    """The request JSON of a command: cmd and its options, checked against
+    the keywords ``method`` takes (CommandOptions, or ExecOptions for exec)."""
+    allowed = ExecOptions.__annotations__ if method == "exec" else CommandOptions.__annotations__
     for name in options:
-        if name not in _EXEC_CHECKS:
-            raise TypeError(f"exec() got an unexpected keyword argument {name!r}; it takes {sorted(_EXEC_CHECKS)}, stdin, check and on_output")
+        if name not in allowed:
+            raise TypeError(f"{method}() got an unexpected keyword argument {name!r}; it takes {sorted(allowed)}{others}")
     want = "a shell string or a non-empty list of str"
     if isinstance(cmd, str):
         argv = ["/bin/sh", "-c", cmd]
@@ -396,6 +412,12 @@ def exec_request(cmd: object, stdin: object, on_output: object, options: Mapping
     for name, value in options.items():
         if value is not None:
             request[name] = _EXEC_CHECKS[name](name, value)
+    return request
+
+
+def exec_request(cmd: object, stdin: object, on_output: object, options: Mapping[str, object]) -> ExecRequest:
+    """Sandbox.exec's arguments, checked; options are its ExecOptions."""
+    request = command_request(cmd, options, "exec", ", stdin, check and on_output")
     data: Optional[bytes]
     if stdin is None:
         data = None

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import _ffi, _options, errors
+from . import _process
 from . import env as _env
 from . import sandbox as _sandbox
 from . import volumes as _volumes
@@ -150,17 +151,11 @@ class Sandbox:
         on_output: Optional[Callable[[str, bytes], None]] = None,
         **options: Unpack[_options.ExecOptions],
     ) -> _sandbox.ExecResult:
-        token = _ffi.new_cancel_token()
+        return await _cancellable(functools.partial(self.inner.exec, cmd, stdin=stdin, check=check, on_output=on_output, **options))
 
-        def run() -> _sandbox.ExecResult:
-            with _ffi.cancel_scope(token):
-                return self.inner.exec(cmd, stdin=stdin, check=check, on_output=on_output, **options)
-
-        try:
-            return await _to_thread(run)
-        finally:
-            # Ends the call if it still runs: this task was cancelled.
-            _ffi.free_cancel_token(token)
+    @_options.takes_command_options
+    async def spawn(self, cmd: _sandbox.Command, **options: Unpack[_options.CommandOptions]) -> "Process":
+        return Process(await _to_thread(self.inner.spawn, cmd, **options))
 
     # Files.
 
@@ -197,6 +192,69 @@ class Sandbox:
 
     async def signal(self, sig: int) -> None:
         await _to_thread(self.inner.signal, sig)
+
+
+class Process:
+    """An asyncio handle on a :class:`gvx.Process`; get one with ``await sb.spawn(...)``.
+
+    Cancelling a ``read`` or ``wait`` ends the wait, not the command."""
+
+    def __init__(self, inner: _process.Process) -> None:
+        self.inner = inner
+
+    @property
+    def argv(self) -> list[str]:
+        return self.inner.argv
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        await _to_thread(self.inner.write, data)
+
+    async def close_stdin(self) -> None:
+        await _to_thread(self.inner.close_stdin)
+
+    async def read(self, stream: _process.Stream = "stdout", *, max_bytes: int = 65536, timeout: Optional[float] = None) -> bytes:
+        return await _cancellable(functools.partial(self.inner.read, stream, max_bytes=max_bytes, timeout=timeout))
+
+    async def signal(self, sig: int, *, descendants: bool = False) -> None:
+        await _to_thread(self.inner.signal, sig, descendants=descendants)
+
+    async def interrupt(self) -> None:
+        await _to_thread(self.inner.interrupt)
+
+    async def kill(self) -> None:
+        await _to_thread(self.inner.kill)
+
+    async def wait(self, timeout: Optional[float] = None) -> _sandbox.ExecResult:
+        return await _cancellable(functools.partial(self.inner.wait, timeout))
+
+    async def close(self) -> None:
+        await _to_thread(self.inner.close)
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
+    async def __aenter__(self) -> "Process":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def _cancellable(fn: Callable[[], T]) -> T:
+    """Runs fn in gvx's pool with a cancel token, so that cancelling the task
+    ends fn's libgvx call and frees its thread."""
+    token = _ffi.new_cancel_token()
+
+    def run() -> T:
+        with _ffi.cancel_scope(token):
+            return fn()
+
+    try:
+        return await _to_thread(run)
+    finally:
+        # Ends the call if it still runs: this task was cancelled.
+        _ffi.free_cancel_token(token)
 
 
 class GvxEnv:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, NoReturn, Optional, Sequenc
 
 from . import _ffi, _options, errors
 from ._paths import default_image, rungv_path
+from ._process import Process
 from ._results import ExecResult, FileInfo, PublishedPort, SandboxInfo, SandboxStats
 from ._types import Command, Mount, Owner, PathLike
 
@@ -143,6 +144,9 @@ class Sandbox:
         self._closed = False
         self._finalizer = weakref.finalize(self, _finalize_handle, self._handle)
         self._info: Optional[SandboxInfo] = None
+        # The processes spawn started, closed with the sandbox: their
+        # commands end with it, and their handles would outlive it.
+        self._processes: "weakref.WeakSet[Process]" = weakref.WeakSet()
 
     # Lifecycle.
 
@@ -164,8 +168,13 @@ class Sandbox:
             if self._closed:
                 return
             self._closed = True
+        self._close_processes()
         self._finalizer.detach()
         _close_handle(self._handle)
+
+    def _close_processes(self) -> None:
+        for p in list(self._processes):
+            p.close()
 
     def reset(self) -> None:
         """Replaces this sandbox with a fresh one from the same configuration.
@@ -178,6 +187,7 @@ class Sandbox:
         """
         _ffi.call(_ffi.lib().gvx_sandbox_reset, self._h())
         self._info = None
+        self._close_processes()
 
     @property
     def closed(self) -> bool:
@@ -324,6 +334,28 @@ class Sandbox:
         if check and not res.ok:
             raise errors.ExecError(res, cmd)
         return res
+
+    @_options.takes_command_options
+    def spawn(self, cmd: Command, **options: Unpack[_options.CommandOptions]) -> Process:
+        """Starts a command and returns while it runs, for you to write to its
+        stdin and read its output as it comes (:class:`gvx.Process`): a shell
+        that keeps its working directory and variables between commands, a
+        REPL, a server. ``cmd`` and the options are :meth:`exec`'s; ``timeout``
+        kills the command. Close the process (or use ``with``) when done; closing
+        or resetting the sandbox closes it too::
+
+            with sb.spawn("bash", stderr_to_stdout=True) as shell:
+                shell.write("cd /repo; python -m pytest -x; echo rc=$?\n")
+                print(shell.read(timeout=60))
+        """
+        request = _options.command_request(cmd, options)
+        handle = ctypes.c_uint64()
+        _ffi.call(_ffi.lib().gvx_process_start, self._h(), json.dumps(request).encode(), ctypes.byref(handle))
+        argv = request["argv"]
+        assert isinstance(argv, list)
+        p = Process(handle.value, argv)
+        self._processes.add(p)
+        return p
 
     # Files.
 

@@ -48,6 +48,7 @@ class Pair:
 def pairs() -> list[Pair]:
     out = [
         Pair(gvx.Sandbox, gvx.aio.Sandbox, constructor="create"),
+        Pair(gvx.Process, gvx.aio.Process, exempt={"__init__": "made by Sandbox.spawn and its twin, not by callers"}),
         Pair(gvx.GvxEnv, gvx.aio.GvxEnv, constructor="__init__"),
         Pair(gvx.EnvPool, gvx.EnvPool, suffix="_async"),
     ]
