@@ -25,12 +25,13 @@ export GVX_CACHE ?= $(HOME)/.cache/gvx
 # which inflates gzip layers for pulls 2-3x faster than Go; pulls work without).
 APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
 # ray: the tests of gvx.ray (the gvx[ray] extra), at the version they were written against.
-# mini-swe-agent and skyrl-gym: the tests of gvx.integrations.minisweagent and
-# gvx.integrations.skyrl, at the versions pyproject.toml's extras pin (the one
+# mini-swe-agent, skyrl-gym and swe-rex: the tests of gvx.integrations.minisweagent,
+# .skyrl and .swerex, at the versions pyproject.toml's extras pin (the one
 # place to change them).
 MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
-PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL)
+SWEREX := $(shell sed -n 's/^swerex = \["\(.*\)"\]$$/\1/p' pyproject.toml)
+PY_PACKAGES := pytest pytest-timeout pytest-asyncio mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
 
 .PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
 

@@ -1,0 +1,281 @@
+"""gvx.integrations.swerex against the real SWE-ReX (the version pyproject.toml's
+swerex extra pins): its deployment and runtime contracts, driven through
+SWE-ReX's own request and action types, on real sandboxes. The cases follow
+SWE-ReX's runtime tests (tests/test_execution.py in its repository, which its
+package does not ship), with gvx's busybox image and its /bin/sh."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+
+import pytest
+
+from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, sandboxes_of
+
+pytest.importorskip("swerex", reason="SWE-ReX is not installed (make test installs it; or pip install 'gvx[swerex]')")
+
+from swerex.exceptions import (  # noqa: E402 - SWE-ReX is there only when installed
+    BashIncorrectSyntaxError,
+    CommandTimeoutError,
+    DeploymentNotStartedError,
+    NonZeroExitCodeError,
+    SessionDoesNotExistError,
+    SessionExistsError,
+)
+from swerex.runtime.abstract import (  # noqa: E402
+    BashAction,
+    BashInterruptAction,
+    CloseBashSessionRequest,
+    Command,
+    CreateBashSessionRequest,
+    ReadFileRequest,
+    UploadRequest,
+    WriteFileRequest,
+)
+
+from gvx.integrations.swerex import GvxDeployment, GvxDeploymentConfig, GvxRuntime  # noqa: E402
+
+PYTHON = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+
+def A(command: str, **kw: Any) -> BashAction:
+    """A session command with SWE-ReX's tests' default timeout."""
+    return BashAction(command=command, timeout=kw.pop("timeout", 30), **kw)
+
+
+def run(test: Callable[[GvxRuntime], Awaitable[T]]) -> T:
+    """Runs test(runtime) with a started deployment whose default session
+    exists; stops it, and checks that its sandbox is gone."""
+
+    async def main() -> T:
+        deployment = GvxDeployment(shell=["/bin/sh"])
+        await deployment.start()
+        pid = await deployment.sandbox.pid()
+        try:
+            await deployment.runtime.create_session(CreateBashSessionRequest())
+            return await test(deployment.runtime)
+        finally:
+            await deployment.stop()
+            assert not live(pid), "the deployment's sandbox outlived stop()"
+
+    return asyncio.run(main())
+
+
+def test_a_session_keeps_its_state() -> None:
+    async def t(r: GvxRuntime) -> None:
+        assert await r.is_alive()
+        await r.run_in_session(A("cd /tmp && export X=42 && f() { echo in-f; }"))
+        obs = await r.run_in_session(A("echo $X; pwd; f"))
+        assert obs.output == "42\n/tmp\nin-f\n" and obs.exit_code == 0
+        # Outputs exactly as the command printed them (SWE-ReX's cases).
+        assert (await r.run_in_session(A("echo ''"))).output == "\n"
+        assert (await r.run_in_session(A("printf '\\nx'"))).output == "\nx"
+        assert (await r.run_in_session(A("printf '\\n\\nx\\n\\n\\n'"))).output == "\n\nx\n\n\n"
+        assert (await r.run_in_session(A("printf '  x'"))).output == "  x"
+        assert (await r.run_in_session(A("echo 'hello\nworld'"))).output == "hello\nworld\n"
+        assert (await r.run_in_session(A("\n\n echo 'test1' \n  \n echo 'test2' \n\n"))).output == "test1\ntest2\n"
+        assert (await r.run_in_session(A("cat <<EOF\na 'b'\nEOF"))).output == "a 'b'\n"
+        assert (await r.run_in_session(A("# echo 'hello world'"))).output == ""
+        assert (await r.run_in_session(A(""))).exit_code == 0
+        await r.run_in_session(A("(sleep 10) &"))
+
+    run(t)
+
+
+def test_exit_codes_and_checks() -> None:
+    async def t(r: GvxRuntime) -> None:
+        assert (await r.run_in_session(A("doesntexist", check="silent"))).exit_code == 127
+        assert (await r.run_in_session(A("false && true", check="silent"))).exit_code == 1
+        await r.run_in_session(A("false || true", check="raise"))
+        with pytest.raises(NonZeroExitCodeError, match="exit code 1"):
+            await r.run_in_session(A("false", check="raise"))
+        obs = await r.run_in_session(A("false", check="ignore"))
+        assert obs.exit_code is None
+        with pytest.raises(BashIncorrectSyntaxError) as e:
+            await r.run_in_session(A("(a"))
+        assert "bash_stdout" in e.value.extra_info and "bash_stderr" in e.value.extra_info
+        # The session lives on after a syntax error.
+        assert (await r.run_in_session(A("echo ok"))).output == "ok\n"
+
+    run(t)
+
+
+def test_a_timeout_then_an_interrupt_keeps_the_session() -> None:
+    async def t(r: GvxRuntime) -> None:
+        await r.run_in_session(A("cd /tmp"))
+        with pytest.raises(CommandTimeoutError):
+            await r.run_in_session(A("sleep 100", timeout=0.5))
+        obs = await r.run_in_session(BashInterruptAction())
+        assert obs.exit_code == 0 and not obs.failure_reason
+        obs = await r.run_in_session(A("echo asdf; pwd"))
+        assert obs.output == "asdf\n/tmp\n"
+        # A shell busy in a loop of builtins survives ^C and SIGKILL to
+        # its children: the session is restarted, and says so.
+        with pytest.raises(CommandTimeoutError):
+            await r.run_in_session(A("while :; do :; done", timeout=0.5))
+        obs = await r.run_in_session(BashInterruptAction(timeout=0.5, n_retry=1))
+        assert "restarted" in obs.failure_reason
+        assert (await r.run_in_session(A("echo back; pwd"))).output == "back\n/\n"
+
+    run(t)
+
+
+def test_interactive_commands_by_their_expect_strings() -> None:
+    async def t(r: GvxRuntime) -> None:
+        # A program that reads the session's lines, and prompts.
+        prompt = "echo 'prompt>'; read x; echo got-$x; echo 'prompt>'; read y"
+        obs = await r.run_in_session(A(prompt, is_interactive_command=True, expect=["prompt>"]))
+        assert obs.expect_string == "prompt>"
+        obs = await r.run_in_session(A("hello", is_interactive_command=True, expect=["prompt>"]))
+        assert obs.output == "got-hello"
+        # Its last line ends it, and the shell is back, with what it read.
+        await r.run_in_session(A("world", is_interactive_quit=True))
+        assert (await r.run_in_session(A("echo $x $y"))).output == "hello world\n"
+        # One that never prompts as expected times out, and Ctrl-C ends it.
+        with pytest.raises(CommandTimeoutError):
+            await r.run_in_session(A("cat", is_interactive_command=True, expect=["WONTHITTHIS"], timeout=0.3))
+        obs = await r.run_in_session(BashInterruptAction())
+        assert not obs.failure_reason
+        assert (await r.run_in_session(A("echo ok"))).output == "ok\n"
+
+    run(t)
+
+
+def test_sessions_are_isolated_and_named() -> None:
+    async def t(r: GvxRuntime) -> None:
+        await r.create_session(CreateBashSessionRequest(session="shell1"))
+        await r.create_session(CreateBashSessionRequest(session="shell2"))
+        with pytest.raises(SessionExistsError):
+            await r.create_session(CreateBashSessionRequest(session="shell1"))
+        await asyncio.gather(
+            r.run_in_session(A("x=42", session="shell1")),
+            r.run_in_session(A("y=24", session="shell2")),
+        )
+        assert (await r.run_in_session(A("echo $x", session="shell1"))).output == "42\n"
+        assert (await r.run_in_session(A("echo $x", session="shell2"))).output == "\n"
+        await r.close_session(CloseBashSessionRequest(session="shell1"))
+        with pytest.raises(SessionDoesNotExistError):
+            await r.close_session(CloseBashSessionRequest(session="shell1"))
+        with pytest.raises(SessionDoesNotExistError):
+            await r.run_in_session(A("true", session="shell1"))
+
+    run(t)
+
+
+def test_commands_and_files(tmp_path: Path) -> None:
+    source = tmp_path / "source_dir"
+    source.mkdir()
+    (source / "file1.txt").write_text("test1")
+    (source / "file2.txt").write_text("test2")
+    (tmp_path / "one.txt").write_text("one")
+
+    async def t(r: GvxRuntime) -> None:
+        assert (await r.execute(Command(command="echo 'hello world'", shell=True))).stdout == "hello world\n"
+        assert (await r.execute(Command(command=["echo", "-n", "\nhello world"]))).stdout == "\nhello world"
+        merged = await r.execute(Command(command=["sh", "-c", "echo out; echo err >&2"], merge_output_streams=True))
+        assert merged.stdout.splitlines() == ["out", "err"] and merged.stderr == ""
+        split = await r.execute(Command(command=["sh", "-c", "echo out; echo err >&2"]))
+        assert split.stdout == "out\n" and split.stderr == "err\n"
+        assert (await r.execute(Command(command=["sh", "-c", "echo $A-$HOME"], env={"A": "a"}))).stdout == "a-\n"
+        assert (await r.execute(Command(command="pwd", shell=True, cwd="/tmp"))).stdout == "/tmp\n"
+        with pytest.raises(CommandTimeoutError):
+            await r.execute(Command(command=["sleep", "10"], timeout=0.1))
+        with pytest.raises(NonZeroExitCodeError):
+            await r.execute(Command(command="false", shell=True, check=True))
+        await r.write_file(WriteFileRequest(path="/work/new/test.txt", content="test"))
+        assert (await r.read_file(ReadFileRequest(path="/work/new/test.txt"))).content == "test"
+        with pytest.raises(FileNotFoundError):
+            await r.read_file(ReadFileRequest(path="/non_existent.txt"))
+        await r.upload(UploadRequest(source_path=str(source), target_path="/work/target_dir"))
+        assert (await r.read_file(ReadFileRequest(path="/work/target_dir/file2.txt"))).content == "test2"
+        await r.upload(UploadRequest(source_path=str(tmp_path / "one.txt"), target_path="/work/one.txt"))
+        assert (await r.read_file(ReadFileRequest(path="/work/one.txt"))).content == "one"
+        large = "x" * (1 << 20)
+        await r.write_file(WriteFileRequest(path="/work/large.txt", content=large))
+        assert (await r.read_file(ReadFileRequest(path="/work/large.txt"))).content == large
+
+    run(t)
+
+
+def test_the_deployment_from_its_config_and_before_start() -> None:
+    async def t() -> None:
+        deployment = GvxDeploymentConfig(shell=["/bin/sh"], memory="256m").get_deployment()
+        with pytest.raises(DeploymentNotStartedError):
+            deployment.runtime
+        with pytest.raises(DeploymentNotStartedError):
+            await deployment.is_alive()
+        await deployment.start()
+        try:
+            assert await deployment.is_alive()
+            await deployment.runtime.create_session(CreateBashSessionRequest())
+            obs = await deployment.runtime.run_in_session(A("echo $((6 * 7))"))
+            assert obs.output == "42\n"
+        finally:
+            await deployment.stop()
+        assert sandboxes_of(os.getpid()) == []
+        # A shell the image lacks is an error that says what to pass.
+        deployment = GvxDeployment()
+        await deployment.start()
+        try:
+            with pytest.raises(Exception, match="shell=\\['/bin/sh'\\]"):
+                await deployment.runtime.create_session(CreateBashSessionRequest())
+        finally:
+            await deployment.stop()
+
+    asyncio.run(t())
+
+
+CTRL_C_CHILD = f"""
+import asyncio, sys
+from swerex.runtime.abstract import BashAction, CreateBashSessionRequest
+from gvx.integrations.swerex import GvxDeployment
+{ANNOUNCE_RUNNING}
+
+async def main():
+    d = GvxDeployment(shell=["/bin/sh"])
+    await d.start()
+    try:
+        await d.runtime.create_session(CreateBashSessionRequest())
+        _announce(d.sandbox.inner, "sleep 600")
+        await d.runtime.run_in_session(BashAction(command="sleep 600", timeout=900))
+    finally:
+        await d.stop()
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+    sys.stdin.read()
+    raise
+"""
+
+
+def test_ctrl_c_mid_command_stops_the_deployment() -> None:
+    def interrupted(pid: int, line: str) -> None:
+        # The harness's finally stopped the deployment before the interrupt
+        # left asyncio.run.
+        assert line == INTERRUPTED
+        assert not live(pid)
+
+    ctrl_c(CTRL_C_CHILD, interrupted)
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_import_gvx_does_not_import_swerex() -> None:
+    r = run_python("import sys, gvx; assert 'swerex' not in sys.modules and 'gvx.integrations.swerex' not in sys.modules")
+    assert r.returncode == 0, r.stderr
+
+
+def test_without_swerex_the_import_names_the_extra() -> None:
+    r = run_python("import sys; sys.modules['swerex'] = None; import gvx.integrations.swerex")
+    assert r.returncode != 0 and "pip install 'gvx[swerex]'" in r.stderr, r.stderr
