@@ -31,7 +31,7 @@ APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
 MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SWEREX := $(shell sed -n 's/^swerex = \["\(.*\)"\]$$/\1/p' pyproject.toml)
-PY_PACKAGES := pytest pytest-timeout pytest-asyncio mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
+PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
 
 .PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
 
