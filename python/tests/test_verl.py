@@ -53,7 +53,7 @@ tools:
   - class_name: gvx.integrations.verl.GvxTool
     config:
       type: native
-      workdir: /app
+      workdir: {workdir}
       timeout: {timeout}
 {extra}
     tool_schema:
@@ -86,9 +86,10 @@ def mine() -> list[int]:
 
 def load(tmp_path: Path, timeout: object = 30, **extra: Any) -> Any:
     """The tool, as verl builds it from a tool config YAML; extra's values are YAML text."""
+    workdir = extra.pop("workdir", "/app")
     lines = "".join(f"      {k}: {v}\n" for k, v in extra.items())
     path = tmp_path / "tools.yaml"
-    path.write_text(YAML.format(timeout=timeout, extra=lines.rstrip("\n")))
+    path.write_text(YAML.format(workdir=workdir, timeout=timeout, extra=lines.rstrip("\n")))
     tools = initialize_tools_from_config(str(path))
     assert len(tools) == 1
     return tools[0]
@@ -211,6 +212,9 @@ def test_bad_calls_are_told_to_the_model(tmp_path: Path) -> None:
         out, _, metrics = await tool.execute("t", {"command": "ls"})
         assert "the sandbox failed" in out.text and "no such thing" in metrics["sandbox_error"]
         assert mine() == []
+        out, _, _ = await tool.execute("t", {"command": "ls"})  # told again, no new sandbox
+        assert "the sandbox failed earlier" in out.text and "no such thing" in out.text
+        assert mine() == []
         assert await tool.calc_reward("t") == 0.0
         await tool.release("t")
         await tool.release("t")  # again: nothing
@@ -281,6 +285,41 @@ def test_warm_sandboxes_are_handed_over_and_closed(tmp_path: Path) -> None:
     from waiting import wait_until
 
     wait_until(lambda: mine() == [], 60, "the warm sandbox closed", mine)
+
+
+@needs_verl
+def test_golden_and_restore_pass_through(tmp_path: Path) -> None:
+    golden = gvx.Volume.create(tmp_path / "golden.ext4", "64m")
+    with gvx.Sandbox(mounts=[gvx.Mount(golden.path, "/data")]) as sb:
+        sb.exec("echo prepared > /data/state", check=True)
+    tool = load(tmp_path, golden=f'"{golden.path}"', golden_path="/data")
+
+    async def trajectories() -> None:
+        for i in range(2):  # each trajectory writes its own clone; the golden stays as prepared
+            await tool.create(f"g{i}", create_kwargs={"test": "true"})
+            out, _, _ = await tool.execute(f"g{i}", {"command": "cat /data/state; echo trajectory >> /data/state"})
+            assert out.text == "prepared\n[exit code 0]"
+            clone_dir = tool._instances[f"g{i}"].sandbox._episode_dir
+            assert clone_dir is not None and clone_dir.is_dir()
+            await tool.release(f"g{i}")
+            assert not clone_dir.exists()
+
+    asyncio.run(trajectories())
+
+    snap = tmp_path / "task.snap"
+    with gvx.Sandbox() as sb:
+        sb.exec("echo set-up > /root/task", check=True)
+        sb.checkpoint(snap)
+    tool = load(tmp_path, restore=f'"{snap}"', workdir="/root")
+
+    async def restored() -> None:
+        await tool.create("r")
+        out, _, _ = await tool.execute("r", {"command": "cat task"})
+        assert out.text == "set-up\n[exit code 0]"
+        await tool.release("r")
+
+    asyncio.run(restored())
+    assert mine() == []
 
 
 @needs_verl

@@ -502,6 +502,8 @@ class GvxTool(BaseTool):  # type: ignore[misc]  # verl ships no type information
         if not isinstance(command, str) or not command.strip():
             text = f"Error: call {self.name} with a shell command: {{\"command\": \"ls\"}} (got {parameters!r})."
             return ToolResponse(text=text), 0.0, {"error": "no command"}
+        if session.error is not None:
+            return ToolResponse(text=f"Error: the sandbox failed earlier: {session.error}"), 0.0, {"sandbox_error": session.error}
         c = self.gvx_config
         reward = 0.0
         try:
