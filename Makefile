@@ -2,6 +2,7 @@
 #
 #   make          build build/rungv and build/libgvx.so (also: make build)
 #   make test     install what is missing (apt, Go modules, a Python venv), build, run every test
+#   make test-integrations  the adapter tests whose framework needs its own venv (verl + torch, cached)
 #   make demo     install, build, and run the demo on the embedded default image
 #   make bench    run the benchmarks in benchmarks/ (slow; not part of make test)
 #   make reliability  the fault battery in full (kill -9 during writes, disk full,
@@ -34,7 +35,7 @@ PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel 
 # verl (gvx.integrations.verl's tests) imports torch, whose PyPI wheel brings
 # about 3 GB of CUDA libraries (import torch fails without them, even on a
 # CPU): it gets a venv of its own, cached in $(GVX_CACHE), that make
-# test-integrations makes once (about 2.5 min and 5.6 GB) and reuses. torch is
+# test-integrations makes once (2-3 min here, 5.6 GB) and reuses. torch is
 # the version verl's own extras pin; cachetools, fastapi and uvicorn are what
 # verl's ToolAgentLoop imports beyond verl's requirements.
 VERL := $(shell sed -n 's/^verl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
