@@ -2,6 +2,7 @@
 #
 #   make          build build/rungv and build/libgvx.so (also: make build)
 #   make test     install what is missing (apt, Go modules, a Python venv), build, run every test
+#   make test-integrations  the adapter tests whose framework needs its own venv (verl + torch, cached)
 #   make demo     install, build, and run the demo on the embedded default image
 #   make bench    run the benchmarks in benchmarks/ (slow; not part of make test)
 #   make reliability  the fault battery in full (kill -9 during writes, disk full,
@@ -32,8 +33,17 @@ MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject
 SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SWEREX := $(shell sed -n 's/^swerex = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
+# verl (gvx.integrations.verl's tests) imports torch, whose PyPI wheel brings
+# about 3 GB of CUDA libraries (import torch fails without them, even on a
+# CPU): it gets a venv of its own, cached in $(GVX_CACHE), that make
+# test-integrations makes once (2-3 min here, 5.6 GB) and reuses. torch is
+# the version verl's own extras pin; cachetools, fastapi and uvicorn are what
+# verl's ToolAgentLoop imports beyond verl's requirements.
+VERL := $(shell sed -n 's/^verl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
+VERL_VENV := $(GVX_CACHE)/verl-venv
+VERL_PACKAGES := pytest pytest-timeout pyyaml $(VERL) torch==2.11.0 cachetools fastapi uvicorn
 
-.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
+.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker test-integrations deps-verl demo bench reliability clean
 
 all: rungv libgvx default-image
 
@@ -131,6 +141,18 @@ test-python:
 		GVX_EXPECT_VERSION=$(VERSION) GVX_TEST_DIND_IMAGE=$$($(GO) run ./core/internal/dockerimage/mkdockerimage -q 2>/dev/null) \
 		$(VENV)/bin/python -m pytest -q -rs python/tests
 	$(VENV)/bin/mypy --config-file pyproject.toml
+
+# The adapters whose framework is too big for make test's venv (verl), each
+# in its own cached venv; .ci/run runs it after make test.
+test-integrations: deps-verl all
+	PYTHONPATH=python GVX_LIBRARY=$(CURDIR)/$(BUILD)/libgvx.so GVX_RUNGV=$(CURDIR)/$(BUILD)/rungv \
+		$(VERL_VENV)/bin/python -m pytest -q -rs python/tests/test_verl.py
+
+deps-verl:
+	@[ -x $(VERL_VENV)/bin/python ] || $(PYTHON) -m venv $(VERL_VENV)
+	@[ "$$(cat $(VERL_VENV)/.installed 2>/dev/null)" = "$(VERL_PACKAGES)" ] || \
+		{ echo "pip install $(VERL_PACKAGES) (into $(VERL_VENV); the first time takes minutes)"; \
+		$(VERL_VENV)/bin/pip install -q --no-cache-dir $(VERL_PACKAGES) && echo "$(VERL_PACKAGES)" > $(VERL_VENV)/.installed; }
 
 demo: deps all
 	./examples/demo.sh

@@ -9,14 +9,18 @@ backend it stands in for) with ``run_args=["--rm", "--network", "none"]``,
 both on the same busybox image (gvx's embedded default image; the Docker
 backend gets the same image as ``docker load``-ed by ``make deps-docker`` or
 ``run.sh``) and both with the interpreter ``sh -lc`` (busybox has no bash).
-SkyRL-Gym has no Docker backend, so ``gvx.integrations.skyrl.GvxTextEnv``'s
-figures stand alone. ``gvx.Sandbox.exec`` of the same ``sh -lc`` command is
+SkyRL-Gym and verl have no Docker backend, so ``gvx.integrations.skyrl.GvxTextEnv``'s
+and ``gvx.integrations.verl.GvxTool``'s figures stand alone. verl (with torch)
+lives in a venv of its own (``make test-integrations`` makes it), so ``run.sh
+harness`` runs this script twice, once in each venv; each run measures the
+harnesses its venv has, beside the floor. ``gvx.Sandbox.exec`` of the same ``sh -lc`` command is
 printed as the floor under both adapters.
 
 Three things are timed, each through the harness's own call:
 
 * one step, ``env.execute({"command": "echo hi"})`` (SkyRL:
-  ``env.step("<bash>echo hi</bash>")``), over ``-n`` rounds;
+  ``env.step("<bash>echo hi</bash>")``; verl: a tool call through
+  ``ToolAgentLoop._call_tool``), over ``-n`` rounds;
 * a heavier step, a shell loop with a pipe (two more processes);
 * episode start → first command done: construct the environment and run
   the first ``echo hi`` (SkyRL: ``skyrl_gym.make`` → ``init`` → ``step``),
@@ -35,12 +39,18 @@ says why and prints gvx's figures alone.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import importlib.util
+import io
+import json
 import logging
 import os
 import shutil
 import statistics
 import subprocess
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
@@ -166,6 +176,59 @@ class Sky:
         return t
 
 
+class Verl:
+    """gvx's verl tool, called through verl's own ``ToolAgentLoop._call_tool``
+    (create → execute → release around every call, the trajectory's calls
+    sharing its sandbox), in an event loop this benchmark drives."""
+
+    name = "verl `GvxTool` via `ToolAgentLoop._call_tool` (gvx)"
+
+    def __init__(self) -> None:
+        from verl.experimental.agent_loop.tool_agent_loop import AgentData, ToolAgentLoop
+        from verl.experimental.agent_loop.tool_parser import FunctionCall
+
+        from gvx.integrations.verl import GvxTool
+
+        self.AgentData, self.FunctionCall = AgentData, FunctionCall
+        with contextlib.redirect_stdout(io.StringIO()):  # verl's BaseTool prints the tool's schema
+            self.tool = GvxTool({"type": "native", "timeout": 60})
+        # Only what _call_tool reads: no model, no inference server.
+        self.agent_loop = ToolAgentLoop.__new__(ToolAgentLoop)
+        self.agent_loop.tools = {self.tool.name: self.tool}
+        self.agent_loop.max_tool_response_length = 4096
+        self.agent_loop.tool_response_truncate_side = "middle"
+        self.loop = asyncio.new_event_loop()
+
+    def make(self) -> Any:
+        """A trajectory: its sandbox starts at its first call."""
+        return self.AgentData(messages=[], image_data=None, video_data=None, audio_data=None, mm_processor_kwargs=None,
+                              metrics={}, request_id=uuid.uuid4().hex, tools_kwargs={self.tool.name: {"create_kwargs": {}}})
+
+    def stop(self, data: Any) -> None:
+        self.tool.end_trajectory(data.request_id)
+
+    def call(self, data: Any, command: str) -> str:
+        fc = self.FunctionCall(name=self.tool.name, arguments=json.dumps({"command": command}))
+        response, _, _ = self.loop.run_until_complete(self.agent_loop._call_tool(fc, data.tools_kwargs, data))
+        return str(response.text)
+
+    def step(self, data: Any, command: str, want: str) -> float:
+        out: list[str] = []
+        t = timed(lambda: out.append(self.call(data, command)))
+        expect(f"GvxTool execute({command!r})", out[0], f"{want}\n[exit code 0]")
+        return t
+
+    def episode(self) -> float:
+        data = self.make()
+        out: list[str] = []
+        try:
+            t = timed(lambda: out.append(self.call(data, STEP)))
+        finally:
+            self.stop(data)
+        expect("GvxTool first execute", out[0], "hi\n[exit code 0]")
+        return t
+
+
 class Floor:
     """gvx.Sandbox.exec of the same command, no harness: what the adapters add to."""
 
@@ -215,25 +278,33 @@ def main() -> None:
     ap.add_argument("-m", type=int, default=10, help="episode starts")
     a = ap.parse_args()
 
-    from minisweagent.environments.docker import DockerEnvironment
+    # Each harness that this venv has (verl has a venv of its own: run.sh runs this script in both).
+    have = {m: importlib.util.find_spec(m) is not None for m in ("minisweagent", "skyrl_gym", "verl")}
+    backends: list[Any] = []
+    why: Optional[str] = "mini-swe-agent is not installed in this venv"
+    if have["minisweagent"]:
+        from minisweagent.environments.docker import DockerEnvironment
 
-    from gvx.integrations.minisweagent import GvxEnvironment
+        from gvx.integrations.minisweagent import GvxEnvironment
 
-    # Both backends log every container and sandbox they start; the table is the output.
-    logging.getLogger("minisweagent").setLevel(logging.WARNING)
+        # Both backends log every container and sandbox they start; the table is the output.
+        logging.getLogger("minisweagent").setLevel(logging.WARNING)
+        backends.append(
+            Mini("mini-swe-agent `GvxEnvironment` (gvx)", lambda: GvxEnvironment(interpreter=INTERPRETER), lambda e: e.cleanup())
+        )
+        why = docker_unavailable(a.docker_image)
+        if why is None:
+            image = a.docker_image
 
-    backends: list[Any] = [
-        Mini("mini-swe-agent `GvxEnvironment` (gvx)", lambda: GvxEnvironment(interpreter=INTERPRETER), lambda e: e.cleanup()),
-    ]
-    why = docker_unavailable(a.docker_image)
-    if why is None:
-        image = a.docker_image
+            def make_docker() -> Any:
+                return DockerEnvironment(image=image, interpreter=INTERPRETER, run_args=["--rm", "--network", "none"])
 
-        def make_docker() -> Any:
-            return DockerEnvironment(image=image, interpreter=INTERPRETER, run_args=["--rm", "--network", "none"])
-
-        backends.append(Mini("mini-swe-agent `DockerEnvironment` (host dockerd, `--network none`)", make_docker, docker_rm))
-    backends += [Sky(a.n), Floor()]
+            backends.append(Mini("mini-swe-agent `DockerEnvironment` (host dockerd, `--network none`)", make_docker, docker_rm))
+    if have["skyrl_gym"]:
+        backends.append(Sky(a.n))
+    if have["verl"]:
+        backends.append(Verl())
+    backends.append(Floor())
 
     load0 = os.getloadavg()
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs; load average {load0[0]:.2f} "
@@ -273,7 +344,7 @@ def main() -> None:
         print(f"\nmini-swe-agent, gvx ÷ Docker backend (p50): step {p(steps[g], 0.5) / p(steps[d], 0.5):.2f}, "
               f"heavier step {p(heavy[g], 0.5) / p(heavy[d], 0.5):.2f}, "
               f"episode start {statistics.median(starts[g]) / statistics.median(starts[d]):.2f}")
-    print("\nSkyRL-Gym has no Docker backend: its row has no anchor of its own.")
+    print("\nSkyRL-Gym and verl have no Docker backend: their rows have no anchor of their own.")
     print(f"load average {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} at the end")
 
 

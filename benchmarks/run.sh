@@ -239,7 +239,7 @@ work() {
 		.venv/bin/python benchmarks/work_per_core.py --runsc "$runsc" "${py_docker[@]}" --no-spin --profile --ns "${NS:-1,2,4,8,16}" --rounds "${ROUNDS:-2}"
 }
 
-# One agent step through each harness adapter (mini-swe-agent, SkyRL-Gym),
+# One agent step through each harness adapter (mini-swe-agent, SkyRL-Gym, verl),
 # beside mini-swe-agent's own Docker backend on host docker (--network none,
 # the same busybox image), same run; and episode start → first command.
 harness() {
@@ -251,6 +251,11 @@ harness() {
 	echo "== one agent step through the harness adapters"
 	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
 		.venv/bin/python benchmarks/harness_step.py "${docker_args[@]}" -n "${N:-100}" -m "${M:-20}"
+	# verl (with torch) has a venv of its own, which make test-integrations makes.
+	echo "== one tool call through verl's ToolAgentLoop"
+	make -s deps-verl
+	PYTHONPATH=python GVX_LIBRARY="$PWD/build/libgvx.so" GVX_RUNGV="$PWD/build/rungv" \
+		"${GVX_CACHE:-$HOME/.cache/gvx}/verl-venv/bin/python" benchmarks/harness_step.py -n "${N:-100}" -m "${M:-20}"
 }
 
 targets=("$@")
