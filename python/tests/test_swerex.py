@@ -279,3 +279,13 @@ def test_import_gvx_does_not_import_swerex() -> None:
 def test_without_swerex_the_import_names_the_extra() -> None:
     r = run_python("import sys; sys.modules['swerex'] = None; import gvx.integrations.swerex")
     assert r.returncode != 0 and "pip install 'gvx[swerex]'" in r.stderr, r.stderr
+
+
+def test_readme_example_runs() -> None:
+    readme = (PYTHON.parent / "README.md").read_text()
+    section = readme[readme.index("### SWE-ReX") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "hi from /tmp\n 0\n"
