@@ -229,6 +229,61 @@ class Verl:
         return t
 
 
+class SweRex:
+    """gvx's SWE-ReX deployment, stepped through its runtime's
+    ``run_in_session`` in the session's shell, in an event loop this
+    benchmark drives."""
+
+    name = "SWE-ReX `GvxDeployment` `run_in_session` (gvx)"
+
+    def __init__(self) -> None:
+        from swerex.runtime.abstract import BashAction, CreateBashSessionRequest
+
+        from gvx.integrations.swerex import GvxDeployment
+
+        self.BashAction, self.CreateBashSessionRequest, self.GvxDeployment = BashAction, CreateBashSessionRequest, GvxDeployment
+        self.loop = asyncio.new_event_loop()
+
+    async def _start(self) -> Any:
+        d = self.GvxDeployment(shell=["/bin/sh"])
+        await d.start()
+        await d.runtime.create_session(self.CreateBashSessionRequest())
+        return d
+
+    def make(self) -> Any:
+        return self.loop.run_until_complete(self._start())
+
+    def stop(self, d: Any) -> None:
+        self.loop.run_until_complete(d.stop())
+
+    def call(self, d: Any, command: str) -> str:
+        obs = self.loop.run_until_complete(d.runtime.run_in_session(self.BashAction(command=command, timeout=60)))
+        return str(obs.output)
+
+    def step(self, d: Any, command: str, want: str) -> float:
+        out: list[str] = []
+        t = timed(lambda: out.append(self.call(d, command)))
+        expect(f"run_in_session({command!r})", out[0], want)
+        return t
+
+    def episode(self) -> float:
+        d: Any = None
+        out: list[str] = []
+
+        def call() -> None:
+            nonlocal d
+            d = self.make()
+            out.append(self.call(d, STEP))
+
+        try:
+            t = timed(call)
+        finally:
+            if d is not None:
+                self.stop(d)
+        expect("first run_in_session", out[0], "hi")
+        return t
+
+
 class Floor:
     """gvx.Sandbox.exec of the same command, no harness: what the adapters add to."""
 
@@ -279,7 +334,7 @@ def main() -> None:
     a = ap.parse_args()
 
     # Each harness that this venv has (verl has a venv of its own: run.sh runs this script in both).
-    have = {m: importlib.util.find_spec(m) is not None for m in ("minisweagent", "skyrl_gym", "verl")}
+    have = {m: importlib.util.find_spec(m) is not None for m in ("minisweagent", "skyrl_gym", "verl", "swerex")}
     backends: list[Any] = []
     why: Optional[str] = "mini-swe-agent is not installed in this venv"
     if have["minisweagent"]:
@@ -304,6 +359,8 @@ def main() -> None:
         backends.append(Sky(a.n))
     if have["verl"]:
         backends.append(Verl())
+    if have["swerex"]:
+        backends.append(SweRex())
     backends.append(Floor())
 
     load0 = os.getloadavg()
@@ -344,7 +401,9 @@ def main() -> None:
         print(f"\nmini-swe-agent, gvx ÷ Docker backend (p50): step {p(steps[g], 0.5) / p(steps[d], 0.5):.2f}, "
               f"heavier step {p(heavy[g], 0.5) / p(heavy[d], 0.5):.2f}, "
               f"episode start {statistics.median(starts[g]) / statistics.median(starts[d]):.2f}")
-    print("\nSkyRL-Gym and verl have no Docker backend: their rows have no anchor of their own.")
+    print("\nSkyRL-Gym and verl have no Docker backend: their rows have no anchor of their own. SWE-ReX's "
+          "Docker deployment installs swerex-remote into the container from PyPI as it starts, which a host "
+          "container with --network none cannot: not measured.")
     print(f"load average {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} at the end")
 
 
