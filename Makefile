@@ -32,7 +32,7 @@ APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
 MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SWEREX := $(shell sed -n 's/^swerex = \["\(.*\)"\]$$/\1/p' pyproject.toml)
-PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
+PY_PACKAGES := pytest pytest-timeout pytest-asyncio aiohttp mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
 # verl (gvx.integrations.verl's tests) imports torch, whose PyPI wheel brings
 # about 3 GB of CUDA libraries (import torch fails without them, even on a
 # CPU): it gets a venv of its own, cached in $(GVX_CACHE), that make

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import re
 import shlex
 import signal
@@ -297,9 +298,14 @@ class GvxRuntime(AbstractRuntime):
     as SWE-ReX's ``LocalRuntime`` has them, run in the sandbox. The
     sandbox stays the caller's (GvxDeployment's) to close."""
 
-    def __init__(self, sandbox: aio.Sandbox, *, shell: Optional[list[str]] = None, logger: Optional[logging.Logger] = None) -> None:
+    def __init__(
+        self, sandbox: aio.Sandbox, *, shell: Optional[list[str]] = None, cwd: str = "/", logger: Optional[logging.Logger] = None
+    ) -> None:
         self.sandbox = sandbox
         self.shell = list(shell or ["/bin/bash"])
+        # What relative paths of read_file, write_file and upload are
+        # relative to, as LocalRuntime's are to its process's directory.
+        self.cwd = cwd
         self.logger = logger or logging.getLogger("gvx.swerex")
         self._sessions: dict[str, _Session] = {}
 
@@ -357,19 +363,31 @@ class GvxRuntime(AbstractRuntime):
             raise NonZeroExitCodeError(msg)
         return r
 
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
     async def read_file(self, request: ReadFileRequest) -> ReadFileResponse:
         try:
-            data = await self.sandbox.read_file(request.path)
+            data = await self.sandbox.read_file(self._path(request.path))
         except errors.NotFoundError as e:
             raise FileNotFoundError(str(e)) from e
         return ReadFileResponse(content=data.decode(request.encoding or "utf-8", request.errors or "strict"))
 
     async def write_file(self, request: WriteFileRequest) -> WriteFileResponse:
-        await self.sandbox.write_file(request.path, request.content, make_parents=True)
+        await self.sandbox.write_file(self._path(request.path), request.content, make_parents=True)
         return WriteFileResponse()
 
     async def upload(self, request: UploadRequest) -> UploadResponse:
-        await self.sandbox.upload(request.source_path, request.target_path)
+        """A file to the file target_path, a directory's contents into the
+        directory target_path, as LocalRuntime's shutil.copy and copytree;
+        missing parents are made."""
+        target = self._path(request.target_path)
+        parent = posixpath.dirname(target)
+        if not Path(request.source_path).is_dir() and not await self.sandbox.exists(parent):
+            made = await self.sandbox.exec(["mkdir", "-p", parent])
+            if not made.ok:
+                raise errors.NotFoundError(f"upload: cannot make {parent!r} in the sandbox for {target!r}: {made.stderr.strip()}")
+        await self.sandbox.upload(request.source_path, target)
         return UploadResponse()
 
     async def close(self) -> CloseResponse:
@@ -431,7 +449,7 @@ class GvxDeployment(AbstractDeployment):
             c.image, memory=c.memory, cpus=c.cpus, network=c.network, env=c.env or None, workdir=c.workdir,
             mounts=c.mounts, restore=c.restore,
         )
-        self._runtime = GvxRuntime(self._sandbox, shell=c.shell, logger=self.logger)
+        self._runtime = GvxRuntime(self._sandbox, shell=c.shell, cwd=c.workdir or "/", logger=self.logger)
 
     async def stop(self) -> None:
         runtime, sandbox = self._runtime, self._sandbox
