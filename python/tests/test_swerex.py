@@ -7,6 +7,7 @@ package does not ship), with gvx's busybox image and its /bin/sh."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 import pytest
 
 from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, sandboxes_of
+from waiting import wait_until
 
 pytest.importorskip("swerex", reason="SWE-ReX is not installed (make test installs it; or pip install 'gvx[swerex]')")
 
@@ -227,6 +229,25 @@ def test_the_deployment_from_its_config_and_before_start() -> None:
                 await deployment.runtime.create_session(CreateBashSessionRequest())
         finally:
             await deployment.stop()
+
+    asyncio.run(t())
+
+
+def test_no_sandbox_left_after_an_exception_or_a_dropped_deployment() -> None:
+    async def t() -> None:
+        with pytest.raises(RuntimeError, match="the harness failed"):
+            async with GvxDeployment(shell=["/bin/sh"]) as d:
+                pid = await d.sandbox.pid()
+                await d.runtime.create_session(CreateBashSessionRequest())
+                await d.runtime.run_in_session(A("sleep 600 &"))
+                raise RuntimeError("the harness failed")
+        assert not live(pid)
+        dropped = GvxDeployment(shell=["/bin/sh"])
+        await dropped.start()
+        pid = await dropped.sandbox.pid()
+        del dropped
+        gc.collect()
+        wait_until(lambda: not live(pid), 60, "the dropped deployment's sandbox gone")
 
     asyncio.run(t())
 

@@ -424,7 +424,9 @@ class GvxDeploymentConfig(BaseModel):
 
 class GvxDeployment(AbstractDeployment):
     """One gvx sandbox per deployment: ``start`` boots it, ``stop`` closes it
-    and every session's shell."""
+    and every session's shell (``async with`` does both). A deployment
+    dropped without ``stop`` has its sandbox closed by the garbage
+    collector."""
 
     def __init__(self, *, logger: Optional[logging.Logger] = None, **kwargs: Any) -> None:
         self._config = GvxDeploymentConfig(**kwargs)
@@ -476,6 +478,13 @@ class GvxDeployment(AbstractDeployment):
         if self._sandbox is None:
             raise DeploymentNotStartedError()  # type: ignore[no-untyped-call]
         return self._sandbox
+
+    async def __aenter__(self) -> "GvxDeployment":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
 
     def __del__(self) -> None:
         # AbstractDeployment's __del__ runs stop() on an event loop, which a
