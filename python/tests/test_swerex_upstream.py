@@ -6,9 +6,11 @@ tests/test_execution.py drives a runtime through its fixtures
 RemoteRuntime talking HTTP to a swerex server on the test's host. This test
 takes that file from the sdist of the version pyproject.toml's swerex extra
 pins (from PyPI, once, into the gvx cache), gives it fixtures of ours that
-are a GvxRuntime over a fresh sandbox (gvx's busybox image, /bin/sh), and
-runs it as it is. The cases that cannot hold here are deselected, each with
-why (UNSUPPORTED); everything else must pass.
+are a GvxRuntime over a fresh sandbox, and runs it as it is, twice: on gvx's
+busybox image with /bin/sh, and on a Debian image with bash (the
+Docker-in-gvx image `make test` builds; it has no python). The cases that
+cannot hold on an image are deselected, each with why (UNSUPPORTED);
+everything else must pass.
 """
 
 from __future__ import annotations
@@ -27,24 +29,27 @@ pytest.importorskip("pytest_asyncio", reason="pytest-asyncio is not installed (m
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Cases of tests/test_execution.py that do not hold against gvx's runtime on
-# the busybox image, and why. Each is a property of the environment (no bash,
-# no python, no terminal) or of the upstream test's set-up (the runtime on
-# the test's own host), not of the runtime's contract.
-UNSUPPORTED = {
+# Cases of tests/test_execution.py that do not hold against gvx's runtime,
+# and why. Each is a property of the image (no bash, no python) or of the
+# upstream test's set-up (a terminal, the runtime on the test's own host),
+# not of the runtime's contract.
+UNSUPPORTED_ANYWHERE = {
     "test_server_dead": "builds a RemoteRuntime for a host on the internet, which this test host must not reach",
     "test_read_write_file": "checks the written file on the test's host (upstream the runtime runs there); gvx writes it in the sandbox",
     "test_read_large_file": "writes the file on the test's host and reads it through the runtime, which reads the sandbox",
-    "test_run_in_shell_interactive_command": "runs python, which the busybox image lacks",
-    "test_bash_multiline_command_eof": "runs python, which the busybox image lacks",
+    "test_interrupt_pager": "needs a terminal: less pages only on one, and the test expects its ^Z fallback's 'kill' output",
+    "test_run_in_shell_interactive_command": "runs python, which neither image has",
+    "test_bash_multiline_command_eof": "runs python, which neither image has",
+}
+NEEDS_BASH = {
     "test_execute_merge_output_streams_true": "runs bash -lc; the busybox image has no bash",
     "test_execute_merge_output_streams_false": "runs bash -lc; the busybox image has no bash",
     "test_run_in_shell_while_loop": "uses bash's brace expansion {1..3}; the session's shell is busybox sh",
     "test_run_shell_check_exit_code": "runs /usr/bin/env bash; the busybox image has no bash",
     "test_with_bashlex_errors": "uses a bash array (A=()); the session's shell is busybox sh",
     "test_fail_bashlex_errors": "uses a bash array (A=()); the session's shell is busybox sh",
-    "test_interrupt_pager": "needs a terminal: less pages only on one, and the test expects its ^Z fallback's 'kill' output",
 }
+UNSUPPORTED = {**UNSUPPORTED_ANYWHERE, **NEEDS_BASH}
 
 CONFTEST = '''
 """Fixtures of gvx for SWE-ReX's tests/test_execution.py: the runtime is a
@@ -61,8 +66,8 @@ from swerex.runtime.abstract import BashAction, CloseBashSessionRequest, Command
 
 @pytest.fixture
 async def remote_runtime():
-    sb = await gvx.aio.Sandbox.create()
-    r = GvxRuntime(sb, shell=["/bin/sh"])
+    sb = await gvx.aio.Sandbox.create(os.environ["GVX_SWEREX_IMAGE"] or None)
+    r = GvxRuntime(sb, shell=[os.environ["GVX_SWEREX_SHELL"]])
     try:
         yield r
     finally:
@@ -113,7 +118,21 @@ def sdist() -> Path:
     return path
 
 
-def test_swerex_runtime_tests_pass_against_gvx(tmp_path: Path) -> None:
+def debian_image() -> str:
+    """The Debian image with bash: the Docker-in-gvx image, whose reference
+    make test passes in GVX_TEST_DIND_IMAGE."""
+    ref = os.environ.get("GVX_TEST_DIND_IMAGE", "")
+    if not ref:
+        pytest.skip("no Debian image with bash to run SWE-ReX's bash cases on (GVX_TEST_DIND_IMAGE; `make docker-image` builds it)")
+    return ref
+
+
+@pytest.mark.parametrize("image", ["busybox", "debian"])
+def test_swerex_runtime_tests_pass_against_gvx(tmp_path: Path, image: str) -> None:
+    if image == "busybox":
+        ref, shell, unsupported = "", "/bin/sh", UNSUPPORTED
+    else:
+        ref, shell, unsupported = debian_image(), "/bin/bash", UNSUPPORTED_ANYWHERE
     tests = tmp_path / "tests"
     tests.mkdir()
     with tarfile.open(sdist()) as tar:
@@ -129,7 +148,9 @@ def test_swerex_runtime_tests_pass_against_gvx(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]),
-        "GVX_SWEREX_UNSUPPORTED": ",".join(UNSUPPORTED),
+        "GVX_SWEREX_UNSUPPORTED": ",".join(unsupported),
+        "GVX_SWEREX_IMAGE": ref,
+        "GVX_SWEREX_SHELL": shell,
     }
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "asyncio_mode=auto",
@@ -140,6 +161,6 @@ def test_swerex_runtime_tests_pass_against_gvx(tmp_path: Path) -> None:
     assert r.returncode == 0, f"SWE-ReX's tests against GvxRuntime: {summary}\n{r.stdout[-6000:]}\n{r.stderr[-2000:]}"
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary)}
     # Upstream marks one case xfail (several interactive python sessions in a row).
-    assert counts.get("deselected") == len(UNSUPPORTED), summary
-    assert counts.get("passed", 0) + counts.get("xfailed", 0) == len(cases) - len(UNSUPPORTED), summary
-    print(f"SWE-ReX {sdist().name}: {summary} ({len(UNSUPPORTED)} deselected, each with why in UNSUPPORTED)")
+    assert counts.get("deselected") == len(unsupported), summary
+    assert counts.get("passed", 0) + counts.get("xfailed", 0) == len(cases) - len(unsupported), summary
+    print(f"SWE-ReX {sdist().name} on {image}: {summary} ({len(unsupported)} deselected, each with why in UNSUPPORTED)")
