@@ -55,3 +55,14 @@ def sweep_abandoned(parent: Path) -> None:
             shutil.rmtree(d, ignore_errors=True)
         finally:
             os.close(fd)
+
+
+def remove_episode_dir(episode_dir: Optional[Path], lock: Optional[int]) -> None:
+    """Deletes an episode directory of new_episode_dir (its clones), then lets
+    go of its lock; either may be None (nothing to do)."""
+    if episode_dir is not None:
+        for f in episode_dir.iterdir():
+            f.unlink(missing_ok=True)
+        episode_dir.rmdir()
+    if lock is not None:
+        os.close(lock)

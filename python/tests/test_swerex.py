@@ -252,6 +252,31 @@ def test_no_sandbox_left_after_an_exception_or_a_dropped_deployment() -> None:
     asyncio.run(t())
 
 
+def test_golden_and_restore_pass_through(tmp_path: Path) -> None:
+    import gvx
+
+    golden = gvx.Volume.create(tmp_path / "golden.ext4", "64m")
+    with gvx.Sandbox(mounts=[gvx.Mount(golden.path, "/data")]) as sb:
+        sb.exec("echo prepared > /data/state", check=True)
+    snap = tmp_path / "task.snap"
+    with gvx.Sandbox() as sb:
+        sb.exec("echo set-up > /root/task", check=True)
+        sb.checkpoint(snap)
+
+    async def t() -> None:
+        for _ in range(2):  # each deployment writes its own clone; the golden stays as prepared
+            async with GvxDeployment(shell=["/bin/sh"], golden=str(golden.path), golden_path="/data") as d:
+                obs = await d.runtime.execute(Command(command="cat /data/state; echo episode >> /data/state", shell=True))
+                assert obs.stdout == "prepared\n"
+                clone_dir = d._episode_dir
+                assert clone_dir is not None and clone_dir.is_dir()
+            assert not clone_dir.exists()
+        async with GvxDeployment(shell=["/bin/sh"], restore=str(snap), workdir="/root") as d:
+            assert (await d.runtime.read_file(ReadFileRequest(path="task"))).content == "set-up\n"
+
+    asyncio.run(t())
+
+
 CTRL_C_CHILD = f"""
 import asyncio, sys
 from swerex.runtime.abstract import BashAction, CreateBashSessionRequest

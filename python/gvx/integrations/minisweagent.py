@@ -220,12 +220,7 @@ class GvxEnvironment:
         finally:
             episode_dir, self._episode_dir = getattr(self, "_episode_dir", None), None
             lock, self._episode_lock = getattr(self, "_episode_lock", None), None
-            if episode_dir is not None:
-                for f in episode_dir.iterdir():
-                    f.unlink(missing_ok=True)
-                episode_dir.rmdir()
-            if lock is not None:
-                os.close(lock)
+            _episodes.remove_episode_dir(episode_dir, lock)
 
     close = cleanup
 

@@ -89,8 +89,9 @@ except ImportError as _e:  # pragma: no cover - exercised in a subprocess by the
         f"gvx.integrations.swerex needs SWE-ReX, which is not installed ({_e}): pip install 'gvx[swerex]'"
     ) from _e
 
-from .. import aio, errors
+from .. import _episodes, aio, errors
 from ..sandbox import Mount
+from ..volumes import Volume
 
 __all__ = ["GvxDeployment", "GvxDeploymentConfig", "GvxRuntime"]
 
@@ -410,7 +411,11 @@ class GvxDeploymentConfig(BaseModel):
     env: dict[str, str] = {}
     workdir: Optional[str] = None
     mounts: list[Mount] = []
-    """Volumes (``gvx.Mount``): a golden ``/var/lib/docker`` cloned per episode, say."""
+    """Volumes (``gvx.Mount``), mounted as they are."""
+    golden: str = ""
+    """A golden volume (``gvx.golden.build``): each deployment gets its own O(1) clone of it, mounted at
+    ``golden_path`` and deleted at ``stop``."""
+    golden_path: str = "/var/lib/docker"
     restore: Optional[str] = None
     """A checkpoint to continue instead of booting the image."""
     type: Literal["gvx"] = "gvx"
@@ -432,6 +437,8 @@ class GvxDeployment(AbstractDeployment):
         self._config = GvxDeploymentConfig(**kwargs)
         self._sandbox: Optional[aio.Sandbox] = None
         self._runtime: Optional[GvxRuntime] = None
+        self._episode_dir: Optional[Path] = None
+        self._episode_lock: Optional[int] = None
         self.logger = logger or logging.getLogger("gvx.swerex")
         self._hooks = CombinedDeploymentHook()
 
@@ -447,19 +454,33 @@ class GvxDeployment(AbstractDeployment):
             return
         c = self._config
         self._hooks.on_custom_step("Starting the gvx sandbox")
-        self._sandbox = await aio.Sandbox.create(
-            c.image, memory=c.memory, cpus=c.cpus, network=c.network, env=c.env or None, workdir=c.workdir,
-            mounts=c.mounts, restore=c.restore,
-        )
+        mounts = list(c.mounts)
+        try:
+            if c.golden:
+                self._episode_dir, self._episode_lock = _episodes.new_episode_dir()
+                clone = Volume(Path(c.golden)).clone(self._episode_dir / "golden-clone.ext4")
+                mounts.append(Mount(clone.path, c.golden_path))
+            self._sandbox = await aio.Sandbox.create(
+                c.image, memory=c.memory, cpus=c.cpus, network=c.network, env=c.env or None, workdir=c.workdir,
+                mounts=mounts, restore=c.restore,
+            )
+        except BaseException:
+            await self.stop()
+            raise
         self._runtime = GvxRuntime(self._sandbox, shell=c.shell, cwd=c.workdir or "/", logger=self.logger)
 
     async def stop(self) -> None:
         runtime, sandbox = self._runtime, self._sandbox
         self._runtime = self._sandbox = None
-        if runtime is not None:
-            await runtime.close()
-        if sandbox is not None:
-            await sandbox.close()
+        try:
+            if runtime is not None:
+                await runtime.close()
+            if sandbox is not None:
+                await sandbox.close()
+        finally:
+            episode_dir, lock = self._episode_dir, self._episode_lock
+            self._episode_dir = self._episode_lock = None
+            _episodes.remove_episode_dir(episode_dir, lock)
 
     async def is_alive(self, *, timeout: Optional[float] = None) -> IsAliveResponse:
         if self._runtime is None:

@@ -66,7 +66,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import functools
-import os
 import threading
 import warnings
 import weakref
@@ -299,18 +298,8 @@ class _Sandbox:
         except errors.SandboxUnavailableError as e:
             warnings.warn(f"gvx.integrations.verl: closing a trajectory's sandbox: {e}", RuntimeWarning, stacklevel=2)
         finally:
-            _remove_episode_dir(self._episode_dir, self._lock)
+            _episodes.remove_episode_dir(self._episode_dir, self._lock)
             self._episode_dir, self._lock = None, None
-
-
-def _remove_episode_dir(episode_dir: Optional[Path], lock: Optional[int]) -> None:
-    """Deletes a golden clone's directory, then lets go of its lock."""
-    if episode_dir is not None:
-        for f in episode_dir.iterdir():
-            f.unlink(missing_ok=True)
-        episode_dir.rmdir()
-    if lock is not None:
-        os.close(lock)
 
 
 def _boot(c: GvxToolConfig, task: Task) -> _Sandbox:
@@ -323,7 +312,7 @@ def _boot(c: GvxToolConfig, task: Task) -> _Sandbox:
             mounts.append(Mount(clone.path, c.golden_path))
         sb = Sandbox(task.image, **_sandbox_kwargs(c, task, mounts))
     except BaseException:
-        _remove_episode_dir(episode_dir, lock)
+        _episodes.remove_episode_dir(episode_dir, lock)
         raise
     return _Sandbox(sb, episode_dir, lock)
 
