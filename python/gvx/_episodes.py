@@ -16,7 +16,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from .sandbox import Mount, Sandbox
+from .volumes import Volume
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 PREFIX = "gvx-episodes-"
 OWNER = ".owner"
@@ -66,3 +72,40 @@ def remove_episode_dir(episode_dir: Optional[Path], lock: Optional[int]) -> None
         episode_dir.rmdir()
     if lock is not None:
         os.close(lock)
+
+
+class EpisodeSandbox:
+    """A started sandbox and the golden clone it owns, as the harness
+    adapters hold one per episode."""
+
+    def __init__(self, sandbox: Sandbox, episode_dir: Optional[Path], lock: Optional[int]) -> None:
+        self.sandbox = sandbox
+        self._episode_dir = episode_dir
+        self._lock = lock
+
+    @classmethod
+    def start(cls, image: Optional[str], golden: str, golden_path: str, mounts: Sequence[Mount] = (), **options: Any) -> Self:
+        """Starts a sandbox for an episode (blocking): with ``golden``, it
+        mounts its own O(1) clone of that volume at ``golden_path``, kept in
+        a private episode directory that closing it deletes. ``options`` are
+        gvx.Sandbox's."""
+        episode_dir, lock, all_mounts = None, None, list(mounts)
+        try:
+            if golden:
+                episode_dir, lock = new_episode_dir()
+                clone = Volume(Path(golden)).clone(episode_dir / "golden-clone.ext4")
+                all_mounts.append(Mount(clone.path, golden_path))
+            sb = Sandbox(image, mounts=all_mounts, **options)
+        except BaseException:
+            remove_episode_dir(episode_dir, lock)
+            raise
+        return cls(sb, episode_dir, lock)
+
+    def close(self) -> None:
+        """Stops the sandbox, then deletes its golden clone; raises what
+        Sandbox.close raises (the sandbox is gone all the same)."""
+        try:
+            self.sandbox.close()
+        finally:
+            remove_episode_dir(self._episode_dir, self._lock)
+            self._episode_dir, self._lock = None, None

@@ -268,11 +268,34 @@ def test_golden_and_restore_pass_through(tmp_path: Path) -> None:
             async with GvxDeployment(shell=["/bin/sh"], golden=str(golden.path), golden_path="/data") as d:
                 obs = await d.runtime.execute(Command(command="cat /data/state; echo episode >> /data/state", shell=True))
                 assert obs.stdout == "prepared\n"
-                clone_dir = d._episode_dir
+                assert d._booted is not None
+                clone_dir = d._booted._episode_dir
                 assert clone_dir is not None and clone_dir.is_dir()
             assert not clone_dir.exists()
         async with GvxDeployment(shell=["/bin/sh"], restore=str(snap), workdir="/root") as d:
             assert (await d.runtime.read_file(ReadFileRequest(path="task"))).content == "set-up\n"
+
+    asyncio.run(t())
+
+
+def test_a_warm_sandbox_is_taken_and_replaced() -> None:
+    import gvx.integrations.swerex as adapter
+
+    config = GvxDeploymentConfig(shell=["/bin/sh"], warm=1, env={"WARM": "1"})
+
+    async def t() -> None:
+        async with config.get_deployment() as first:
+            # The first start boots its own and one ahead.
+            (ahead,) = [f for ready in adapter._warm.values() for f in ready]
+            warm_pid = ahead.result(timeout=120).sandbox.pid
+            async with config.get_deployment() as second:
+                assert await second.sandbox.pid() == warm_pid  # took the warm one
+                obs = await second.runtime.execute(Command(command="echo $WARM", shell=True))
+                assert obs.stdout == "1\n"
+            assert not live(warm_pid)
+        adapter.close_warm_sandboxes()
+        wait_until(lambda: sandboxes_of(os.getpid()) == [], 60, "no sandbox left once the warm ones are closed",
+                   lambda: sandboxes_of(os.getpid()))
 
     asyncio.run(t())
 

@@ -40,14 +40,18 @@ restarted and the observation's ``failure_reason`` says so.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import concurrent.futures
 import logging
-import os
 import posixpath
+import threading
 import re
 import shlex
 import signal
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -91,9 +95,8 @@ except ImportError as _e:  # pragma: no cover - exercised in a subprocess by the
 
 from .. import _episodes, aio, errors
 from ..sandbox import Mount
-from ..volumes import Volume
 
-__all__ = ["GvxDeployment", "GvxDeploymentConfig", "GvxRuntime"]
+__all__ = ["GvxDeployment", "GvxDeploymentConfig", "GvxRuntime", "close_warm_sandboxes"]
 
 
 def _quote(text: str) -> str:
@@ -418,6 +421,9 @@ class GvxDeploymentConfig(BaseModel):
     golden_path: str = "/var/lib/docker"
     restore: Optional[str] = None
     """A checkpoint to continue instead of booting the image."""
+    warm: int = 0
+    """Sandboxes of this config kept started ahead, shared by the process's deployments: a
+    deployment's ``start`` takes one and starts another in the background."""
     type: Literal["gvx"] = "gvx"
     """Discriminator for (de)serialization, as SWE-ReX's configs have. Do not change."""
 
@@ -425,6 +431,55 @@ class GvxDeploymentConfig(BaseModel):
 
     def get_deployment(self) -> "GvxDeployment":
         return GvxDeployment.from_config(self)
+
+
+# Warm sandboxes, by the config they were started for (its sandbox fields),
+# shared by the deployments of the process.
+_warm: dict[str, deque[concurrent.futures.Future[_episodes.EpisodeSandbox]]] = {}
+_warm_lock = threading.Lock()
+
+
+def _boot(c: GvxDeploymentConfig) -> _episodes.EpisodeSandbox:
+    return _episodes.EpisodeSandbox.start(
+        c.image, c.golden, c.golden_path, c.mounts, memory=c.memory, cpus=c.cpus, network=c.network,
+        env=c.env or None, workdir=c.workdir, restore=c.restore,
+    )
+
+
+def _take(c: GvxDeploymentConfig) -> concurrent.futures.Future[_episodes.EpisodeSandbox]:
+    """A sandbox for c, from the warm ones when one is there, and the warm
+    ones topped up to c.warm."""
+    if c.warm <= 0:
+        return aio._executor().submit(_boot, c)
+    key = c.model_dump_json(exclude={"warm", "shell", "type"})
+    with _warm_lock:
+        ready = _warm.setdefault(key, deque())
+        taken = ready.popleft() if ready else aio._executor().submit(_boot, c)
+        while len(ready) < c.warm:
+            ready.append(aio._executor().submit(_boot, c))
+    return taken
+
+
+def _close_booted(f: concurrent.futures.Future[_episodes.EpisodeSandbox]) -> None:
+    """Closes the sandbox f started, once it has, if it did."""
+    if not f.cancelled() and f.exception() is None:
+        try:
+            f.result().close()
+        except errors.GvxError:
+            pass
+
+
+def close_warm_sandboxes() -> None:
+    """Closes the sandboxes kept warm for deployments with ``warm``; run at exit."""
+    with _warm_lock:
+        futures = [f for ready in _warm.values() for f in ready]
+        _warm.clear()
+    for f in futures:
+        if not f.cancel():
+            f.add_done_callback(_close_booted)
+
+
+atexit.register(close_warm_sandboxes)
 
 
 class GvxDeployment(AbstractDeployment):
@@ -437,8 +492,7 @@ class GvxDeployment(AbstractDeployment):
         self._config = GvxDeploymentConfig(**kwargs)
         self._sandbox: Optional[aio.Sandbox] = None
         self._runtime: Optional[GvxRuntime] = None
-        self._episode_dir: Optional[Path] = None
-        self._episode_lock: Optional[int] = None
+        self._booted: Optional[_episodes.EpisodeSandbox] = None
         self.logger = logger or logging.getLogger("gvx.swerex")
         self._hooks = CombinedDeploymentHook()
 
@@ -454,33 +508,25 @@ class GvxDeployment(AbstractDeployment):
             return
         c = self._config
         self._hooks.on_custom_step("Starting the gvx sandbox")
-        mounts = list(c.mounts)
+        starting = _take(c)
         try:
-            if c.golden:
-                self._episode_dir, self._episode_lock = _episodes.new_episode_dir()
-                clone = Volume(Path(c.golden)).clone(self._episode_dir / "golden-clone.ext4")
-                mounts.append(Mount(clone.path, c.golden_path))
-            self._sandbox = await aio.Sandbox.create(
-                c.image, memory=c.memory, cpus=c.cpus, network=c.network, env=c.env or None, workdir=c.workdir,
-                mounts=mounts, restore=c.restore,
-            )
+            self._booted = await asyncio.wrap_future(starting)
         except BaseException:
-            await self.stop()
+            # Cancelled (or Ctrl-C) while it boots: close it once it has.
+            starting.add_done_callback(_close_booted)
             raise
+        self._sandbox = aio.Sandbox(self._booted.sandbox)
         self._runtime = GvxRuntime(self._sandbox, shell=c.shell, cwd=c.workdir or "/", logger=self.logger)
 
     async def stop(self) -> None:
-        runtime, sandbox = self._runtime, self._sandbox
-        self._runtime = self._sandbox = None
+        runtime, booted = self._runtime, self._booted
+        self._runtime, self._sandbox, self._booted = None, None, None
         try:
             if runtime is not None:
                 await runtime.close()
-            if sandbox is not None:
-                await sandbox.close()
         finally:
-            episode_dir, lock = self._episode_dir, self._episode_lock
-            self._episode_dir = self._episode_lock = None
-            _episodes.remove_episode_dir(episode_dir, lock)
+            if booted is not None:
+                await aio._to_thread(booted.close)
 
     async def is_alive(self, *, timeout: Optional[float] = None) -> IsAliveResponse:
         if self._runtime is None:

@@ -72,7 +72,6 @@ import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union
 from uuid import uuid4
 
@@ -84,8 +83,7 @@ except ImportError as _e:  # pragma: no cover - exercised in a subprocess by the
     raise ImportError(f"gvx.integrations.verl needs verl, which is not installed ({_e}): pip install 'gvx[verl]'") from _e
 
 from .. import _episodes, _options, aio, errors
-from ..sandbox import ExecResult, Mount, Sandbox
-from ..volumes import Volume
+from ..sandbox import ExecResult, Sandbox
 
 __all__ = ["GvxTool", "GvxToolConfig", "Task"]
 
@@ -268,53 +266,35 @@ def config_of(config: Mapping[str, Any]) -> GvxToolConfig:
         changes["reward_each_step"] = config["reward_each_step"]
     c = replace(c, **changes)
     try:
-        _options.check_sandbox_options(f"{_WHERE}: config", c.task.image, _sandbox_kwargs(c, c.task, mounts=()))
+        _options.check_sandbox_options(f"{_WHERE}: config", c.task.image, _sandbox_kwargs(c, c.task))
     except errors.InvalidArgumentError as e:
         raise errors.InvalidArgumentError(f"{e} (the tool's `config:` in the tool config YAML)") from e
     return c
 
 
-def _sandbox_kwargs(c: GvxToolConfig, task: Task, mounts: Sequence[Mount]) -> dict[str, Any]:
+def _sandbox_kwargs(c: GvxToolConfig, task: Task) -> dict[str, Any]:
     kwargs: dict[str, Any] = dict(c.sandbox_options)
-    kwargs.update(memory=c.memory, cpus=c.cpus, network=c.network, restore=c.restore, mounts=mounts)
+    kwargs.update(memory=c.memory, cpus=c.cpus, network=c.network, restore=c.restore)
     if task.env:
         kwargs["env"] = dict(task.env)
     return kwargs
 
 
-class _Sandbox:
-    """A started sandbox and the golden clone it owns."""
-
-    def __init__(self, sandbox: Sandbox, episode_dir: Optional[Path], lock: Optional[int]) -> None:
-        self.sandbox = sandbox
-        self._episode_dir = episode_dir
-        self._lock = lock
+class _Sandbox(_episodes.EpisodeSandbox):
+    """A trajectory's started sandbox and the golden clone it owns."""
 
     def close(self) -> None:
         """Stops the sandbox and deletes its golden clone; a sandbox that did
         not stop cleanly is a RuntimeWarning (it is gone all the same)."""
         try:
-            self.sandbox.close()
+            super().close()
         except errors.SandboxUnavailableError as e:
             warnings.warn(f"gvx.integrations.verl: closing a trajectory's sandbox: {e}", RuntimeWarning, stacklevel=2)
-        finally:
-            _episodes.remove_episode_dir(self._episode_dir, self._lock)
-            self._episode_dir, self._lock = None, None
 
 
 def _boot(c: GvxToolConfig, task: Task) -> _Sandbox:
     """Starts a sandbox for task (blocking): the golden clone, the boot."""
-    episode_dir, lock, mounts = None, None, []
-    try:
-        if c.golden:
-            episode_dir, lock = _episodes.new_episode_dir()
-            clone = Volume(Path(c.golden)).clone(episode_dir / "golden-clone.ext4")
-            mounts.append(Mount(clone.path, c.golden_path))
-        sb = Sandbox(task.image, **_sandbox_kwargs(c, task, mounts))
-    except BaseException:
-        _episodes.remove_episode_dir(episode_dir, lock)
-        raise
-    return _Sandbox(sb, episode_dir, lock)
+    return _Sandbox.start(task.image, c.golden or "", c.golden_path, **_sandbox_kwargs(c, task))
 
 
 def _prepare(booted: _Sandbox, task: Task, test_timeout: float) -> None:
