@@ -1,6 +1,10 @@
 package sentry
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -8,6 +12,8 @@ import (
 	"gvisor.dev/gvisor/pkg/log"
 	"gvisor.dev/gvisor/pkg/sentry/arch"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
+
+	"golang.org/x/sys/unix"
 
 	"z.gfire.dev/gvx/core/internal/hostlimits"
 )
@@ -21,6 +27,25 @@ func withTaskHint() string {
 		return "; " + hint
 	}
 	return ""
+}
+
+// withPlatformHint returns "; " and why the host refused what the
+// platform asked for at its start: ptrace, which systrap attaches to its
+// own stub processes with (a refusal is EPERM, not a limit), or else the
+// task limits of withTaskHint.
+//
+// Preconditions: the host filter is not installed (it reads files).
+func withPlatformHint(err error) string {
+	if !errors.Is(err, unix.EPERM) && !strings.Contains(err.Error(), "unable to attach") {
+		return withTaskHint()
+	}
+	hint := "; the host refused ptrace, which the systrap platform needs to attach to the sandbox's own stub processes (its children)"
+	if data, rerr := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); rerr == nil {
+		if scope, perr := strconv.Atoi(strings.TrimSpace(string(data))); perr == nil && scope >= 2 {
+			return hint + fmt.Sprintf(": Yama's kernel.yama.ptrace_scope is %d, which allows no attach (3) or only with CAP_SYS_PTRACE (2); set it to 1 or 0", scope)
+		}
+	}
+	return hint + ": a seccomp profile denies it (a container's: Docker's default allows ptrace on kernels 4.8 and later, a custom one must too), or an LSM (AppArmor, SELinux) does; allow ptrace for rungv"
 }
 
 // hostTaskRefusals are words of systrap's errors for a stub process or

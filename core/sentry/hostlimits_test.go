@@ -3,8 +3,10 @@ package sentry
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/errors/linuxerr"
 	"gvisor.dev/gvisor/pkg/sentry/arch"
 	"gvisor.dev/gvisor/pkg/sentry/kernel"
@@ -40,5 +42,18 @@ func TestHostRefusalsAsEAGAIN(t *testing.T) {
 		if tc.err == nil && rv != 42 {
 			t.Errorf("a successful clone returns %d, want 42", rv)
 		}
+	}
+}
+
+// TestPlatformHintNamesPtrace: a platform that could not attach to its stub
+// processes (a container's seccomp profile without ptrace) is explained by
+// ptrace, not by the task limits a refused process would be.
+func TestPlatformHintNamesPtrace(t *testing.T) {
+	denied := fmt.Errorf("initialize systrap: unable to attach: %w", unix.EPERM)
+	if hint := withPlatformHint(denied); !strings.Contains(hint, "ptrace") || strings.Contains(hint, "RLIMIT_NPROC") {
+		t.Errorf("hint for %v: %q; want it to name ptrace", denied, hint)
+	}
+	if hint := withPlatformHint(errors.New("creating stub process: resource temporarily unavailable")); strings.Contains(hint, "ptrace") {
+		t.Errorf("a refused process is explained by ptrace: %q", hint)
 	}
 }

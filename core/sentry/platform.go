@@ -32,7 +32,7 @@ func newPlatform(p Platform, cpus int, noSpinning bool) (platform.Platform, erro
 		if dev != nil {
 			dev.Close()
 		}
-		return nil, fmt.Errorf("sentry: creating platform %q: %w%s", p, err, withTaskHint())
+		return nil, fmt.Errorf("sentry: creating platform %q: %w%s", p, err, withPlatformHint(err))
 	}
 	return plat, nil
 }
@@ -62,7 +62,7 @@ func prepareAddressSpaces(p Platform, plat platform.Platform, n int) error {
 	for range n {
 		as, err := plat.NewAddressSpace()
 		if err != nil {
-			return fmt.Errorf("sentry: preparing the platform's stub processes: %w%s", err, withTaskHint())
+			return fmt.Errorf("sentry: preparing the platform's stub processes: %w%s", err, withPlatformHint(err))
 		}
 		spaces = append(spaces, as)
 	}
