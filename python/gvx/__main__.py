@@ -1,4 +1,4 @@
-"""``python -m gvx``: one demo episode on the embedded default image."""
+"""``gvx`` (the console script) and ``python -m gvx``: one demo episode on the embedded default image."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import gvx
 
 def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gvx",
-        description="Run one demo episode: a fresh sandbox, a few shell steps, the sandbox gone.",
+        prog="gvx",
+        description="Run one demo episode: a fresh sandbox, a few shell steps, the sandbox gone. "
+        "The full CLI is rungv (rungv --help), which pip installs beside gvx.",
     )
+    parser.add_argument("--version", action="version", version=f"gvx {gvx.__version__}")
     parser.add_argument("--image", default=None, help="image reference (default: the embedded busybox image)")
     parser.add_argument("commands", nargs="*", help="shell commands to run as steps (default: a short demo)")
     args = parser.parse_args(argv)
