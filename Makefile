@@ -32,7 +32,7 @@ MINISWEAGENT := $(shell sed -n 's/^minisweagent = \["\(.*\)"\]$$/\1/p' pyproject
 SKYRL := $(shell sed -n 's/^skyrl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 PY_PACKAGES := pytest pytest-timeout mypy gymnasium nbclient nbformat ipykernel ray==2.60.0 pyyaml $(MINISWEAGENT) $(SKYRL)
 
-.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker demo bench reliability clean
+.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-cleanroom test-docker demo bench reliability clean
 
 all: rungv libgvx default-image
 
@@ -113,7 +113,7 @@ deps-python:
 	@[ "$$(cat $(VENV)/.installed 2>/dev/null)" = "$(PY_PACKAGES)" ] || \
 		{ echo "pip install $(PY_PACKAGES)"; $(VENV)/bin/pip install -q $(PY_PACKAGES) && echo "$(PY_PACKAGES)" > $(VENV)/.installed; }
 
-test: deps all deps-docker deps-docker-image test-go test-python test-wheel
+test: deps all deps-docker deps-docker-image test-go test-python test-wheel test-cleanroom
 
 # -count=1: a cached result is a test that cannot fail (the tests run
 # binaries and images go test does not track).
@@ -183,3 +183,14 @@ test-wheel: deps-python
 	# So is gvx.integrations.skyrl (SkyRL-Gym itself is an extra).
 	cd / && $(CURDIR)/$(BUILD)/wheel-venv/bin/python -c \
 		'import importlib.util as u; assert u.find_spec("gvx.integrations.skyrl"), "gvx.integrations.skyrl is not in the wheel"'
+
+# The wheel test-wheel built, in a clean room: a debootstrapped minimal
+# Debian (bookworm, and bullseye for an older glibc and Python 3.9) with
+# python3 and nothing else, as a host container with --network none, uid
+# 1000, no capabilities and docker's default seccomp profile, where
+# `pip install --no-index` of the wheel, a Sandbox exec, a GvxEnv episode and
+# `rungv run` must work, or pip must refuse a wheel whose tags exclude that
+# system. The Debian trees are cached in $(GVX_CACHE)/cleanroom. Skips,
+# saying why, when there is no docker daemon.
+test-cleanroom: test-wheel deps-docker
+	./python/tests/cleanroom/run.sh $(BUILD)/wheel
