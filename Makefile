@@ -51,7 +51,7 @@ VERL := $(shell sed -n 's/^verl = \["\(.*\)"\]$$/\1/p' pyproject.toml)
 VERL_VENV := $(GVX_CACHE)/verl-venv
 VERL_PACKAGES := pytest pytest-timeout pyyaml $(VERL) torch==2.11.0 cachetools fastapi uvicorn
 
-.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-docker test-integrations deps-verl demo bench reliability clean licenses
+.PHONY: all build rungv libgvx default-image docker-image deps-docker-image deps deps-apt deps-go deps-python deps-docker test test-go test-python test-wheel test-cleanroom test-docker test-integrations deps-verl demo bench reliability clean licenses
 
 all: rungv libgvx default-image
 
@@ -132,7 +132,7 @@ deps-python:
 	@[ "$$(cat $(VENV)/.installed 2>/dev/null)" = "$(PY_PACKAGES)" ] || \
 		{ echo "pip install $(PY_PACKAGES)"; $(VENV)/bin/pip install -q $(PY_PACKAGES) && echo "$(PY_PACKAGES)" > $(VENV)/.installed; }
 
-test: deps all deps-docker deps-docker-image test-go test-python test-wheel
+test: deps all deps-docker deps-docker-image test-go test-python test-wheel test-cleanroom
 
 # -count=1: a cached result is a test that cannot fail (the tests run
 # binaries and images go test does not track).
@@ -235,3 +235,14 @@ licenses: rungv libgvx
 			[ -f $$f ] && install -m 644 $$f $$dst/; done; \
 		ls $$dst | grep -q . || { echo "$$m has no license file: add its license to licenses/modules/$${m%@*} by hand" >&2; exit 1; }; \
 	done
+
+# The wheel test-wheel built, in a clean room: a debootstrapped minimal
+# Debian (bookworm, and bullseye for an older glibc and Python 3.9) with
+# python3 and nothing else, as a host container with --network none, uid
+# 1000, no capabilities and docker's default seccomp profile, where
+# `pip install --no-index` of the wheel, a Sandbox exec, a GvxEnv episode and
+# `rungv run` must work, or pip must refuse a wheel whose tags exclude that
+# system. The Debian trees are cached in $(GVX_CACHE)/cleanroom. Skips,
+# saying why, when there is no docker daemon.
+test-cleanroom: test-wheel deps-docker
+	./python/tests/cleanroom/run.sh $(BUILD)/wheel

@@ -40,9 +40,12 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, Iterator, NoReturn, Optional, TypeAlias
+from typing import TYPE_CHECKING, Callable, Iterator, NoReturn, Optional
 
 from . import errors
+
+if TYPE_CHECKING:  # typing.TypeAlias is Python 3.10+; gvx runs on 3.9
+    from typing_extensions import TypeAlias
 
 # Status codes: what every function returns.
 GVX_OK = 0
