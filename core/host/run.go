@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"z.gfire.dev/gvx/core/control"
@@ -136,7 +137,22 @@ const publishedDrainTimeout = time.Second
 // requests; pass on signals and stop it on request or at its timeout; and
 // once init has ended, close it and answer the request that ended it.
 // Its errors before init runs are *StepError where an input was at fault.
+//
+// A signal of p.Signals that arrives while the sandbox boots reaches init
+// once it runs. With p.Signals, a ctx that ended before Run began (the
+// caller's own signal context, at a signal that came as the image was
+// pulled) counts as SIGTERM.
 func Run(ctx context.Context, p Plan, h Hooks) (Exit, error) {
+	// Registered before the boot: a signal that comes while the sandbox
+	// boots waits here for init, instead of being lost.
+	sigs := make(chan os.Signal, 4)
+	if len(p.Signals) > 0 { // none would be every signal
+		signal.Notify(sigs, p.Signals...)
+		defer signal.Stop(sigs)
+		if ctx.Err() != nil {
+			sigs <- syscall.SIGTERM
+		}
+	}
 	r, err := boot(ctx, &p, h)
 	if r != nil {
 		defer r.sb.Close()
@@ -149,11 +165,6 @@ func Run(ctx context.Context, p Plan, h Hooks) (Exit, error) {
 		return Exit{}, err
 	}
 	defer stopServing()
-	sigs := make(chan os.Signal, 4)
-	if len(p.Signals) > 0 { // none would be every signal
-		signal.Notify(sigs, p.Signals...)
-		defer signal.Stop(sigs)
-	}
 	r.wait(&p, sigs, h)
 	return r.stop(&p, h, stopServing), nil
 }

@@ -124,3 +124,37 @@ func TestRunControlSocket(t *testing.T) {
 		t.Errorf("--keep-alive without --control: exit %d, %q", code, errOut)
 	}
 }
+
+// TestRunSIGTERMWhileBooting: a SIGTERM that comes while the sandbox boots
+// (or while rungv reads the image, before it boots) stops it once init runs;
+// it used to be taken by rungv's signal context only, and rungv then ran
+// its command to the end. The signals are sent at points spread over the
+// start, a fault injected at each, not a wait for anything.
+func TestRunSIGTERMWhileBooting(t *testing.T) {
+	img := testImage(t)
+	for _, after := range []time.Duration{0, 10 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond, 60 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
+		cmd := exec.Command(rungvBinary, "--cache", sharedCache(t), "run", "-q", "--stop-timeout", "2s", img, "sleep", "600")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(after, func() { cmd.Process.Signal(syscall.SIGTERM) })
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+			// 143: init ended by the SIGTERM; 1: rungv stopped before it
+			// booted, saying so; killed by it: before rungv listened for
+			// signals at all.
+			st := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if code := st.ExitStatus(); code != 143 && code != 1 && !(st.Signaled() && st.Signal() == syscall.SIGTERM) {
+				t.Errorf("SIGTERM %v after the start: %v (%s), want exit 143", after, cmd.ProcessState, stderr.String())
+			}
+		case <-time.After(60 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			t.Errorf("SIGTERM %v after the start: rungv still ran a minute later (--stop-timeout 2s)", after)
+		}
+	}
+}
