@@ -9,14 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"z.gfire.dev/gvx/core/control"
 	"z.gfire.dev/gvx/core/internal/atomicfile"
+	"z.gfire.dev/gvx/core/internal/hosttar"
 	"z.gfire.dev/gvx/core/internal/sparsetar"
 )
 
@@ -134,116 +133,24 @@ func (sb *Sandbox) Upload(ctx context.Context, hostPath, guestPath string, opts 
 
 // checkUploadable walks hostDir for entries tarHostDir would refuse.
 func checkUploadable(hostDir string) error {
-	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if t := d.Type(); !t.IsDir() && !t.IsRegular() && t&fs.ModeSymlink == 0 {
-			return notUploadable(p, t)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("gvx: upload: %w", err)
-	}
-	return nil
+	return uploadError(hosttar.Check(hostDir))
 }
 
-func notUploadable(p string, t fs.FileMode) error {
-	return control.Errorf(control.CodeInvalid, "%s is a %v, not a regular file, directory or symlink; leave it out of the directory you upload", p, t)
-}
-
-// tarHostDir writes hostDir's tree to w, names relative to it. A file's
-// other names in the tree become hard links to its first, and a file
-// with holes (fewer blocks than its size needs) travels as a sparse
-// entry, its holes found with SEEK_DATA and SEEK_HOLE.
+// tarHostDir writes hostDir's tree to w (see package hosttar).
 func tarHostDir(hostDir string, w io.Writer) error {
-	tw := sparsetar.NewWriter(w)
-	links := map[hostFileID]string{}
-	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(hostDir, p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: tarMode(info.Mode()), ModTime: info.ModTime(), Format: tar.FormatPAX}
-		st, _ := info.Sys().(*syscall.Stat_t)
-		switch {
-		case info.IsDir():
-			hdr.Typeflag = tar.TypeDir
-			hdr.Name += "/"
-		case info.Mode().IsRegular():
-			if st != nil && st.Nlink > 1 {
-				id := hostFileID{st.Dev, st.Ino}
-				if first, ok := links[id]; ok {
-					hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
-					break
-				}
-				links[id] = hdr.Name
-			}
-			hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
-			return tarHostFile(tw, hdr, p, st)
-		case info.Mode()&os.ModeSymlink != 0:
-			hdr.Typeflag = tar.TypeSymlink
-			if hdr.Linkname, err = os.Readlink(p); err != nil {
-				return err
-			}
-		default:
-			return notUploadable(p, info.Mode().Type())
-		}
-		return tw.WriteHeader(hdr)
-	})
-	if err != nil {
-		return fmt.Errorf("gvx: upload: %w", err)
-	}
-	return tw.Close()
+	return uploadError(hosttar.Write(hostDir, w))
 }
 
-// hostFileID names a host file whatever its names.
-type hostFileID struct{ dev, ino uint64 }
-
-// tarMode returns the tar mode bits of m: permissions, set-user-ID,
-// set-group-ID and sticky.
-func tarMode(m fs.FileMode) int64 {
-	mode := int64(m.Perm())
-	for bit, tarBit := range map[fs.FileMode]int64{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
-		if m&bit != 0 {
-			mode |= tarBit
-		}
+// uploadError is err, of package hosttar, as an upload's: an entry that
+// cannot be sent is an invalid argument.
+func uploadError(err error) error {
+	if err == nil {
+		return nil
 	}
-	return mode
-}
-
-// tarHostFile writes the regular file p, of header hdr and stat st, to tw.
-func tarHostFile(tw *sparsetar.Writer, hdr *tar.Header, p string, st *syscall.Stat_t) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
+	if ue := (*hosttar.UnsupportedError)(nil); errors.As(err, &ue) {
+		err = control.Errorf(control.CodeInvalid, "%s is a %v, not a regular file, directory or symlink; leave it out of the directory you upload", ue.Path, ue.Type)
 	}
-	defer f.Close()
-	data := []sparsetar.Segment{{Off: 0, Len: hdr.Size}}
-	if st != nil && st.Blocks*512 < hdr.Size {
-		if data, err = sparsetar.FileData(f, hdr.Size); err != nil {
-			return err
-		}
-	}
-	if err := tw.WriteFileHeader(hdr, data); err != nil {
-		return err
-	}
-	for _, s := range data {
-		if n, err := io.Copy(tw, io.NewSectionReader(f, s.Off, s.Len)); err != nil {
-			return fmt.Errorf("reading %s: %w", p, err)
-		} else if n != s.Len {
-			return fmt.Errorf("%s changed size while it was uploaded", p)
-		}
-	}
-	return nil
+	return fmt.Errorf("gvx: upload: %w", err)
 }
 
 // DownloadDir copies the contents of the guest directory guestDir into the

@@ -36,6 +36,10 @@ type Plan struct {
 	// KeepAlive starts an idle init instead of Init, for a sandbox that
 	// only serves execs.
 	KeepAlive bool
+	// Copies are host directories copied into the guest before init
+	// starts, in order, their files belonging to Defaults.User. A
+	// restored sandbox, whose processes are already running, takes none.
+	Copies []Copy
 	// Defaults are what execs that do not say otherwise get.
 	Defaults Defaults
 	// Network is the sandbox's host-side network, or nil for none. The
@@ -107,6 +111,7 @@ const (
 	StepBoot    Step = "boot"    // sentry.New: the volumes, the image
 	StepRestore Step = "restore" // sentry.Restore: the snapshot, the volumes
 	StepUser    Step = "user"    // resolving Defaults.User in the guest
+	StepCopy    Step = "copy"    // Copies: reading a host tree, extracting it in the guest
 	StepStart   Step = "start"   // starting init: its command, its working directory
 )
 
@@ -178,7 +183,8 @@ type running struct {
 	srv     *control.Server
 }
 
-// boot boots the sandbox, or restores its snapshot, and starts its init.
+// boot boots the sandbox, or restores its snapshot, and starts its init,
+// after copying p.Copies in.
 // The sandbox it returns, even with an error, is the caller's to close.
 func boot(ctx context.Context, p *Plan, h Hooks) (*running, error) {
 	cfg := p.Config
@@ -189,6 +195,9 @@ func boot(ctx context.Context, p *Plan, h Hooks) (*running, error) {
 	}
 	r := &running{}
 	var err error
+	if p.Snapshot != nil && len(p.Copies) > 0 {
+		return nil, &StepError{StepCopy, errors.New("a restored sandbox is already running: copy into it with the SDK instead")}
+	}
 	if p.Snapshot != nil {
 		// Nothing reaches the restored guest before its snapshot hook
 		// has run (see serve).
@@ -209,6 +218,9 @@ func boot(ctx context.Context, p *Plan, h Hooks) (*running, error) {
 		return r, &StepError{StepUser, err}
 	}
 	if r.init == nil {
+		if err := copyIn(ctx, r.sb, p.Copies, u.owner()); err != nil {
+			return r, &StepError{StepCopy, err}
+		}
 		if r.init, err = startInit(ctx, r.sb, p, u, h); err != nil {
 			return r, err
 		}

@@ -208,6 +208,77 @@ def _mounts(mounts: object) -> list[dict[str, object]]:
     return out
 
 
+_VOLUMES_WANT = "{'data.ext4': '/data'} or ['data.ext4:/data', 'golden.ext4:/var/lib/docker:ro']"
+
+
+def _volumes(volumes: object) -> list[dict[str, object]]:
+    """docker's ``volumes`` for ext4 image files: a mapping of image file to
+    target, or to docker-py's {"bind": target, "mode": "ro"}, or a list of
+    "FILE:TARGET[:ro|rw]" strings. A directory is refused here, by the
+    argument's name: docker users give one first, and rungv's error would name
+    mounts[N]."""
+    if volumes is None:
+        return []
+    out = []
+    if isinstance(volumes, Mapping):
+        for source, target in volumes.items():
+            out.append(_volume(source, *_volume_target(source, target)))
+        return out
+    for item in _items("volumes", volumes, f"a mapping or a list such as {_VOLUMES_WANT}"):
+        if isinstance(item, Mount):
+            raise errors.InvalidArgumentError(f"volumes: {item!r:.60} is a gvx.Mount; give it in mounts=[...], or volumes= as {_VOLUMES_WANT}")
+        if not isinstance(item, str):
+            raise errors.InvalidArgumentError(f"volumes: {item!r:.60} is {_kind(item)}; give 'FILE:/PATH' strings such as {_VOLUMES_WANT}")
+        out.append(_volume_string(item))
+    return out
+
+
+def _volume_target(source: object, target: object) -> tuple[object, bool]:
+    """A volumes mapping's value: the target, and whether it is read-only."""
+    if isinstance(target, str):
+        return target, False
+    if isinstance(target, Mapping) and "bind" in target and set(target) <= {"bind", "mode"}:
+        mode = target.get("mode", "rw")
+        if mode not in ("ro", "rw"):
+            raise errors.InvalidArgumentError(f"volumes[{source!r}]: mode {mode!r}: give 'ro' or 'rw', as in {{'bind': '/data', 'mode': 'ro'}}")
+        return target["bind"], mode == "ro"
+    raise errors.InvalidArgumentError(
+        f"volumes[{source!r}]: {target!r:.60} is not a target; give an absolute path such as '/data', or {{'bind': '/data', 'mode': 'ro'}}"
+    )
+
+
+def _volume_string(item: str) -> dict[str, object]:
+    """One "FILE:TARGET[:ro|rw]". FILE may hold ':'; TARGET starts with '/'."""
+    if ":" not in item:
+        raise errors.InvalidArgumentError(f"volumes: {item!r} names no target; write 'FILE:/PATH' such as 'data.ext4:/data'")
+    rest, _, last = item.rpartition(":")
+    read_only = False
+    if not last.startswith("/"):
+        if last not in ("ro", "rw") or ":" not in rest:
+            raise errors.InvalidArgumentError(
+                f"volumes: {item!r} is not 'FILE:/PATH' or 'FILE:/PATH:ro'; write one such as 'golden.ext4:/var/lib/docker:ro'"
+            )
+        read_only = last == "ro"
+        rest, _, last = rest.rpartition(":")
+    return _volume(rest, last, read_only)
+
+
+def _volume(source: object, target: object, read_only: bool) -> dict[str, object]:
+    if isinstance(source, str) and not source:
+        raise errors.InvalidArgumentError(f"volumes: no file before {target!r}; write 'FILE:/PATH' such as 'data.ext4:/data'")
+    if not isinstance(source, (str, os.PathLike)):
+        raise _bad("volumes", "host files (str or os.PathLike) as keys, such as {'data.ext4': '/data'}; for a gvx.Volume, its .path", source)
+    path = _path("volumes", source)
+    if os.path.isdir(path):
+        raise errors.InvalidArgumentError(
+            f"volumes: {path!r} is a directory; a volume is an ext4 image file (gvx.Volume.create(path, '16g'), "
+            "or a missing file, made 16G and sparse), and a sandbox never sees host directories: "
+            "copy one in with Sandbox.upload(directory, target)"
+        )
+    where = _absolute(f"volumes[{path!r}]", target, "/data")
+    return Mount(path, where, read_only)._json()
+
+
 def sandbox_config(
     image: object,
     *,
@@ -226,6 +297,7 @@ def sandbox_config(
     net_raw: object = False,
     nftables: object = False,
     mounts: object = (),
+    volumes: object = None,
     timeout: object = None,
     platform: object = "auto",
     spin: object = None,
@@ -248,7 +320,7 @@ def sandbox_config(
         "host_loopback": _flag("host_loopback", host_loopback),
         "net_raw": _flag("net_raw", net_raw),
         "nftables": _flag("nftables", nftables),
-        "mounts": _mounts(mounts),
+        "mounts": _mounts(mounts) + _volumes(volumes),
         "insecure": _flag("insecure", insecure),
     }
     if image is not None:

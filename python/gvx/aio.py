@@ -83,6 +83,7 @@ class Sandbox:
         net_raw: bool = False,
         nftables: bool = False,
         mounts: Sequence[_sandbox.Mount] = (),
+        volumes: Optional[_sandbox.Volumes] = None,
         timeout: Optional[float] = None,
         platform: str = "auto",
         spin: Optional[bool] = None,
@@ -95,7 +96,7 @@ class Sandbox:
         inner = await _to_thread(
             _sandbox.Sandbox, image, env=env, workdir=workdir, user=user, hostname=hostname, memory=memory, cpus=cpus,
             cpuset=cpuset, pids_limit=pids_limit, network=network, ports=ports, allow_net=allow_net,
-            host_loopback=host_loopback, net_raw=net_raw, nftables=nftables, mounts=mounts, timeout=timeout,
+            host_loopback=host_loopback, net_raw=net_raw, nftables=nftables, mounts=mounts, volumes=volumes, timeout=timeout,
             platform=platform, spin=spin, cache=cache, rungv=rungv, insecure=insecure, restore=restore,
         )
         return cls(inner)

@@ -15,7 +15,7 @@ from . import _ffi, _options, errors
 from ._paths import default_image, rungv_path
 from ._process import Process
 from ._results import ExecResult, FileInfo, PublishedPort, SandboxInfo, SandboxStats
-from ._types import Command, Mount, Owner, PathLike
+from ._types import Command, Mount, Owner, PathLike, Volumes, VolumeTarget
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -31,6 +31,8 @@ __all__ = [
     "Sandbox",
     "SandboxInfo",
     "SandboxStats",
+    "VolumeTarget",
+    "Volumes",
     "default_image",
     "rungv_path",
 ]
@@ -91,6 +93,14 @@ class Sandbox:
     guest process is a process on the host); ``0`` or ``-1`` means no limit, as
     with ``docker run --pids-limit``.
 
+    ``volumes`` attaches volumes, ext4 image files on the host, as docker's
+    ``volumes`` does: ``{"data.ext4": "/data"}`` (or docker-py's
+    ``{"data.ext4": {"bind": "/data", "mode": "ro"}}``), or
+    ``["data.ext4:/data", "golden.ext4:/var/lib/docker:ro"]``; a missing file
+    is made (16G, sparse). It is shorthand for ``mounts=[gvx.Mount(...)]``,
+    and both may be given. A host directory is refused: the sandbox never
+    sees one; copy it in with :meth:`upload`.
+
     ``restore`` continues a snapshot written by :meth:`checkpoint` instead of
     starting afresh: give the same image, network options and mounts (clones of
     the saved volumes) as the sandbox had. Only the gvx build that wrote a
@@ -121,6 +131,7 @@ class Sandbox:
         net_raw: bool = False,
         nftables: bool = False,
         mounts: Sequence[Mount] = (),
+        volumes: Optional[Volumes] = None,
         timeout: Optional[float] = None,
         platform: str = "auto",
         spin: Optional[bool] = None,
@@ -132,8 +143,8 @@ class Sandbox:
         config = _options.sandbox_config(
             image, env=env, workdir=workdir, user=user, hostname=hostname, memory=memory, cpus=cpus, cpuset=cpuset,
             pids_limit=pids_limit, network=network, ports=ports, allow_net=allow_net, host_loopback=host_loopback,
-            net_raw=net_raw, nftables=nftables, mounts=mounts, timeout=timeout, platform=platform, spin=spin,
-            cache=cache, rungv=rungv, insecure=insecure, restore=restore,
+            net_raw=net_raw, nftables=nftables, mounts=mounts, volumes=volumes, timeout=timeout, platform=platform,
+            spin=spin, cache=cache, rungv=rungv, insecure=insecure, restore=restore,
         )
         config.setdefault("image", default_image())
         config.setdefault("rungv", str(rungv_path()))

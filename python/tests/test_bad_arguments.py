@@ -51,6 +51,15 @@ SANDBOX_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("timeout", {"timeout": "x"}, "timeout"),
     ("platform", {"platform": "bogus"}, "bogus"),
     ("restore", {"restore": "/no/such/snapshot"}, "/no/such/snapshot"),
+    ("volumes", {"volumes": "data.ext4:/data"}, "volumes"),
+    ("volumes", {"volumes": ["data.ext4"]}, "FILE:/PATH"),
+    ("volumes", {"volumes": ["data.ext4:data"]}, "FILE:/PATH"),
+    ("volumes", {"volumes": ["data.ext4:/data:z"]}, "FILE:/PATH:ro"),
+    ("volumes", {"volumes": {"data.ext4": "data"}}, "volumes['data.ext4']"),
+    ("volumes", {"volumes": {"data.ext4": {"bind": "/data", "mode": "z"}}}, "'ro' or 'rw'"),
+    ("volumes", {"volumes": {42: "/data"}}, "volumes"),
+    ("volumes", {"volumes": [gvx.Mount("data.ext4", "/data")]}, "mounts="),
+    ("volumes", {"volumes": {"/": "/data"}}, "Sandbox.upload"),
 ]
 
 EXEC_CASES: list[tuple[str, dict[str, Any], str]] = [
@@ -139,6 +148,8 @@ TWIN_SANDBOX_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("ports", {"ports": "8080:80"}, "ports"),
     ("ports", {"ports": ["99999:80"]}, "99999"),
     ("timeout", {"timeout": "x"}, "timeout"),
+    ("volumes", {"volumes": ["data.ext4"]}, "FILE:/PATH"),
+    ("volumes", {"volumes": {"/": "/data"}}, "Sandbox.upload"),
 ]
 TWIN_EXEC_CASES = [c for c in EXEC_CASES if c[0] in ("cmd", "timeout", "env", "stdin", "max_output", "on_output")]
 

@@ -50,6 +50,7 @@ func badValues(fx flagFixture) map[string][]string {
 		"run --allow-net":               {"10.0.0.0/8:70000", "x", "", "10.0.0.0/33", "::/129", "10.0.0.1/8:0"},
 		"run --control":                 {"tcp:127.0.0.1:1", "unix:", longSock, "fd:x", "fd:-1", "fd:99999", "unix:" + fx.missing + "/s.sock", fx.long},
 		"run --exit-status-fd":          {"-1", "1", "99999", "5000000000"},
+		"run --copy":                    {fx.missing + ":/w", fx.file + ":/w", fx.dir, fx.dir + ":relative", ":/w", fx.dir + ":/w", fx.long},
 		"run --cpuset-cpus":             {"3-1", "x", "0-99999", ",", "5000", "-1", fx.long},
 		"run --entrypoint":              {"/no/such/entrypoint"},
 		"run --env":                     {"=x", "", "="},

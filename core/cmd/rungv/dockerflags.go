@@ -17,7 +17,8 @@ type dockerOnlyFlag struct {
 
 var dockerOnlyFlags = []dockerOnlyFlag{
 	{"volume", "v", true, "a sandbox never sees host directories; attach an ext4 volume with " +
-		"--mount type=volume,src=FILE.ext4,dst=/PATH, or copy files in with the SDK (Sandbox.upload, WriteFile)"},
+		"--mount type=volume,src=FILE.ext4,dst=/PATH, or copy a directory in with --copy HOSTDIR:GUESTDIR " +
+		"(or the SDK's Upload, Python's upload)"},
 	{"privileged", "", false, "a sandbox needs none: guest root holds every capability inside gVisor, which is " +
 		"what dockerd and `docker run --privileged` inside the sandbox use; the host gives the sandbox nothing"},
 	{"cap-add", "", true, "guest root already holds every capability inside the sandbox"},

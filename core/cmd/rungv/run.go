@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"z.gfire.dev/gvx/core/host"
 	"z.gfire.dev/gvx/core/spec"
 )
 
@@ -28,6 +29,8 @@ type runOptions struct {
 	trapSeccomp bool
 	selftest    bool
 	dnsUpstream []string // test only: resolvers for the DNS relay
+	copyFlags   []string // --copy's values, which check parses into copies
+	copies      []host.Copy
 
 	// exitStatusFD: see openExitStatus.
 	exitStatusFD int
@@ -55,12 +58,13 @@ func (f *runOptions) register(fl *pflag.FlagSet) {
 	fl.MarkHidden("debug-lockdown-selftest")
 	fl.DurationVar(&f.idleTrim, "idle-trim", defaultIdleTrim, "after this long without a control request, unmap rungv's own code and read-only data (0: never; default $"+idleTrimEnv+" or 30s); the pages stay in the page cache")
 	fl.MarkHidden("idle-trim")
+	addCopyFlags(fl, &f.copyFlags)
 	fl.StringArrayVar(&f.dnsUpstream, "dns-upstream", nil, "test only: relay DNS to ADDR:PORT instead of the host's resolvers")
 	fl.MarkHidden("dns-upstream")
 }
 
-// check checks the options, and reads $GVX_IDLE_TRIM unless fl has
-// --idle-trim.
+// check checks the options, parses --copy, and reads $GVX_IDLE_TRIM
+// unless fl has --idle-trim.
 func (f *runOptions) check(fl *pflag.FlagSet) ([]netip.AddrPort, error) {
 	if v := os.Getenv(idleTrimEnv); v != "" && !fl.Changed("idle-trim") {
 		d, err := time.ParseDuration(v)
@@ -74,6 +78,10 @@ func (f *runOptions) check(fl *pflag.FlagSet) ([]netip.AddrPort, error) {
 		return nil, fmt.Errorf("--stop-timeout %v is negative; give a duration such as 10s, or 0 to kill at once after SIGTERM", f.stopTimeout)
 	case f.idleTrim < 0:
 		return nil, fmt.Errorf("--idle-trim %v is negative; give a duration such as 30s, or 0 to never trim", f.idleTrim)
+	}
+	var err error
+	if f.copies, err = parseCopies(f.copyFlags); err != nil {
+		return nil, err
 	}
 	var dns []netip.AddrPort
 	for _, s := range f.dnsUpstream {
@@ -111,6 +119,7 @@ run it (--control, --exit-status-fd, --quiet, -i, -t, --stop-timeout,
   rungv run -e A=1 -w /tmp -u 1000 --memory 512m oci:./img:latest sh -c 'id; pwd'
   rungv run --control unix:/tmp/box.sock --keep-alive oci:./img:latest
   rungv run --network nat -p unix:/tmp/box-docker.sock:2375 -p 8080:80 oci:./img:latest
+  rungv run --copy ./src:/work -w /work oci:./img:latest make test
   rungv run --restore ready.snap --mount type=volume,src=episode.ext4,dst=/var/lib/docker oci:./docker:latest
   echo '{"image": "busybox", "cmd": ["echo", "hello"], "memory": 536870912}' > box.json; rungv run --spec box.json
   rungv run --control unix:/tmp/box.sock --spec fd:3 3< box.json`,

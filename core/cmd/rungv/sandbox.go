@@ -49,6 +49,8 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.San
 		return errors.New("-t: the input device is not a TTY; drop -t, or run rungv on a terminal")
 	case f.tty && sp.Restore != "":
 		return errors.New("-t gives a command a terminal, and a restored sandbox starts none: drop -t")
+	case len(f.copies) > 0 && sp.Restore != "":
+		return errors.New("--copy copies before the command starts, and a restored sandbox starts none: drop --copy, and copy into it with the SDK (Upload, Python's upload)")
 	case sp.KeepAlive && f.control == "":
 		return &fieldError{"keep_alive", "", "leaves no way in without --control: add --control unix:PATH", nil}
 	}
@@ -86,6 +88,7 @@ func runSandbox(ctx context.Context, g *globalFlags, f *runOptions, sp *spec.San
 	plan := h.plan
 	plan.Init = initSpec(f, ps, h.stdout, h.stderr)
 	plan.KeepAlive = sp.KeepAlive
+	plan.Copies = f.copies
 	plan.Defaults = host.Defaults{Env: ps.Env, Cwd: ps.Cwd, User: ps.User}
 	plan.SnapshotHook = img.Config.Labels[image.SnapshotHookLabel]
 	plan.Info = control.SandboxInfo{ID: sandboxID(), Image: img.ID, Rungv: version}
@@ -143,6 +146,8 @@ func bootError(err error, sp *spec.Sandbox, argv []string, vols []sentry.Volume)
 	switch se.Step {
 	case host.StepBoot:
 		return volumeError(err, vols)
+	case host.StepCopy:
+		return fmt.Errorf("--copy: %w; nothing ran", err)
 	case host.StepRestore:
 		if errors.As(err, new(*sentry.VolumeError)) {
 			return volumeError(err, vols)
