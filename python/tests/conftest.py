@@ -307,3 +307,21 @@ def ray_cluster() -> Iterator[raycluster.Cluster]:
     finally:
         c.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# The directory of the gvx package of this checkout.
+PYTHON_DIR = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Runs code in a Python of its own that imports this checkout's gvx."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def readme_example(heading: str) -> str:
+    """The first ```python block of the README after the line ``heading``."""
+    readme = (PYTHON_DIR.parent / "README.md").read_text()
+    section = readme[readme.index(heading + "\n") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    return code[: code.index("```")]

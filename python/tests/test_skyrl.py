@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import gvx
-from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, sandboxes_of
+from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, readme_example, run_python, sandboxes_of
 
 skyrl_gym = pytest.importorskip("skyrl_gym", reason="skyrl-gym is not installed (make test installs it; or pip install 'gvx[skyrl]')")
 
@@ -20,7 +17,6 @@ from omegaconf import OmegaConf  # noqa: E402 - skyrl-gym's own dependency, ther
 
 from gvx.integrations.skyrl import GvxTextEnv, parse_action  # noqa: E402
 
-PYTHON = Path(__file__).resolve().parents[1]
 
 # A task as a dataset row carries it: a script with a bug and the test that
 # says whether it was fixed. The busybox default image has sh, not Python.
@@ -157,27 +153,8 @@ def test_a_task_without_a_test_is_refused_before_any_sandbox() -> None:
     assert mine() == []
 
 
-def run_python(code: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-
-
-def test_import_gvx_does_not_import_skyrl_gym() -> None:
-    r = run_python("import sys, gvx; assert 'skyrl_gym' not in sys.modules and 'gvx.integrations.skyrl' not in sys.modules")
-    assert r.returncode == 0, r.stderr
-
-
-def test_without_skyrl_gym_the_import_names_the_extra() -> None:
-    r = run_python("import sys; sys.modules['skyrl_gym'] = None; import gvx.integrations.skyrl")
-    assert r.returncode != 0 and "pip install 'gvx[skyrl]'" in r.stderr, r.stderr
-
-
 def test_readme_example_runs() -> None:
-    readme = (PYTHON.parent / "README.md").read_text()
-    section = readme[readme.index("### SkyRL-Gym") :]
-    code = section[section.index("```python\n") + len("```python\n") :]
-    code = code[: code.index("```")]
-    r = run_python(code)
+    r = run_python(readme_example("### SkyRL-Gym"))
     assert r.returncode == 0, r.stderr
     assert r.stdout == "5\n[exit code 0]\nTrue 1.0\n"
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import pytest
 
-from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, sandboxes_of
+from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, readme_example, run_python, sandboxes_of
 from waiting import wait_until
 
 pytest.importorskip("swerex", reason="SWE-ReX is not installed (make test installs it; or pip install 'gvx[swerex]')")
@@ -42,7 +40,6 @@ from swerex.runtime.abstract import (  # noqa: E402
 
 from gvx.integrations.swerex import GvxDeployment, GvxDeploymentConfig, GvxRuntime  # noqa: E402
 
-PYTHON = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 
@@ -284,7 +281,7 @@ def test_a_warm_sandbox_is_taken_and_replaced() -> None:
     config = GvxDeploymentConfig(shell=["/bin/sh"], warm=1, env={"WARM": "1"})
 
     async def t() -> None:
-        async with config.get_deployment() as first:
+        async with config.get_deployment():
             # The first start boots its own and one ahead.
             (ahead,) = [f for ready in adapter._warm.values() for f in ready]
             warm_pid = ahead.result(timeout=120).sandbox.pid
@@ -335,26 +332,7 @@ def test_ctrl_c_mid_command_stops_the_deployment() -> None:
     ctrl_c(CTRL_C_CHILD, interrupted)
 
 
-def run_python(code: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-
-
-def test_import_gvx_does_not_import_swerex() -> None:
-    r = run_python("import sys, gvx; assert 'swerex' not in sys.modules and 'gvx.integrations.swerex' not in sys.modules")
-    assert r.returncode == 0, r.stderr
-
-
-def test_without_swerex_the_import_names_the_extra() -> None:
-    r = run_python("import sys; sys.modules['swerex'] = None; import gvx.integrations.swerex")
-    assert r.returncode != 0 and "pip install 'gvx[swerex]'" in r.stderr, r.stderr
-
-
 def test_readme_example_runs() -> None:
-    readme = (PYTHON.parent / "README.md").read_text()
-    section = readme[readme.index("### SWE-ReX") :]
-    code = section[section.index("```python\n") + len("```python\n") :]
-    code = code[: code.index("```")]
-    r = run_python(code)
+    r = run_python(readme_example("### SWE-ReX (SWE-agent)"))
     assert r.returncode == 0, r.stderr
     assert r.stdout == "hi from /tmp\n 0\n"

@@ -12,15 +12,13 @@ import gc
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import gvx
-from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, sandboxes_of
+from conftest import ANNOUNCE_RUNNING, INTERRUPTED, ctrl_c, live, readme_example, run_python, sandboxes_of
 
 HAVE_VERL = importlib.util.find_spec("verl") is not None
 needs_verl = pytest.mark.skipif(
@@ -36,7 +34,6 @@ if HAVE_VERL:
 
     from gvx.integrations.verl import GvxTool
 
-PYTHON = Path(__file__).resolve().parents[1]
 
 # A task as a dataset row's create_kwargs carries it: a script with a bug and
 # the test that says whether it was fixed. The busybox default image has sh.
@@ -389,27 +386,8 @@ def test_ctrl_c_mid_execute_closes_the_sandbox() -> None:
     ctrl_c(CTRL_C_CHILD, interrupted)
 
 
-def run_python(code: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-
-
-def test_import_gvx_does_not_import_verl() -> None:
-    r = run_python("import sys, gvx; assert 'verl' not in sys.modules and 'gvx.integrations.verl' not in sys.modules")
-    assert r.returncode == 0, r.stderr
-
-
-def test_without_verl_the_import_names_the_extra() -> None:
-    r = run_python("import sys; sys.modules['verl'] = None; import gvx.integrations.verl")
-    assert r.returncode != 0 and "pip install 'gvx[verl]'" in r.stderr, r.stderr
-
-
 @needs_verl
 def test_readme_example_runs(tmp_path: Path) -> None:
-    readme = (PYTHON.parent / "README.md").read_text()
-    section = readme[readme.index("### verl") :]
-    code = section[section.index("```python\n") + len("```python\n") :]
-    code = code[: code.index("```")]
-    r = run_python(code)
+    r = run_python(readme_example("### verl"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.endswith("5\n[exit code 0]\n1.0\n"), r.stdout
