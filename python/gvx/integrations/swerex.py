@@ -110,10 +110,9 @@ class _Session:
     by a line that prints a marker with the exit code; the output is what
     came before the marker."""
 
-    def __init__(self, sandbox: aio.Sandbox, shell: list[str], logger: logging.Logger) -> None:
+    def __init__(self, sandbox: aio.Sandbox, shell: list[str]) -> None:
         self._sandbox = sandbox
         self._shell = shell
-        self._logger = logger
         self._process: Optional[aio.Process] = None
         self._marker = f"__GVX_{uuid.uuid4().hex}__"
         self._done = re.compile(re.escape(self._marker.encode()) + rb"(SYNTAX|[0-9]+)\n")
@@ -130,10 +129,7 @@ class _Session:
         self._startup_source = list(request.startup_source)
         self._process = await self._sandbox.spawn(self._shell, stderr_to_stdout=True, env={"PS1": "", "PS2": "", "PS0": ""})
         script = "; ".join(f"source {shlex.quote(path)}" for path in request.startup_source) or "true"
-        try:
-            output, code = await self._run(script, request.startup_timeout)
-        except CommandTimeoutError:
-            raise
+        output, code = await self._run(script, request.startup_timeout)
         if code is None:
             raise errors.SandboxStartError(
                 f"the session's shell {self._shell!r} did not start in the sandbox: {output.strip()!r}; "
@@ -323,7 +319,7 @@ class GvxRuntime(AbstractRuntime):
     async def create_session(self, request: CreateBashSessionRequest) -> CreateBashSessionResponse:
         if request.session in self._sessions:
             raise SessionExistsError(f"session {request.session} already exists")
-        session = _Session(self.sandbox, self.shell, self.logger)
+        session = _Session(self.sandbox, self.shell)
         self._sessions[request.session] = session
         try:
             return await session.start(request)
