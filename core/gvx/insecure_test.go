@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/internal/testregistry"
 	"z.gfire.dev/gvx/core/spec"
 )
@@ -15,14 +14,7 @@ import (
 // first be pulled from a registry that speaks plain HTTP: New fails, saying
 // to pass --insecure, until Config.Insecure is set.
 func TestInsecurePullsFromAPlainHTTPRegistry(t *testing.T) {
-	b, err := testimage.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := testregistry.Serve(t, testregistry.PlainHTTPAddr) + "/gvx/test:latest"
-	if err := testregistry.Push(b.Layout, ref); err != nil {
-		t.Fatalf("pushing the test image to the test registry: %v", err)
-	}
+	ref := testregistry.ServeTestImage(t, testregistry.PlainHTTPAddr)
 
 	cfg := Config{Sandbox: spec.Sandbox{Image: ref, KeepAlive: true}, Rungv: rungvBin, Cache: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

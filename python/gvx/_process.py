@@ -10,7 +10,7 @@ import threading
 import weakref
 from typing import Literal, Optional, Union
 
-from . import _ffi, errors
+from . import _ffi, _options, errors
 from ._results import ExecResult
 
 Stream = Literal["stdout", "stderr"]
@@ -21,9 +21,7 @@ def _milliseconds(name: str, timeout: Optional[float]) -> int:
     """A timeout as gvx.h takes it: milliseconds, -1 for none."""
     if timeout is None:
         return -1
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
-        raise errors.InvalidArgumentError(f"{name}={timeout!r}: give seconds (a number, 0 or more), or None to wait as long as it takes")
-    return min(int(timeout * 1000), 2**31 - 1)
+    return min(int(_options._seconds(name, timeout) * 1000), 2**31 - 1)
 
 
 def _close_process(handle: int) -> None:

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"z.gfire.dev/gvx/core/image"
@@ -132,11 +130,7 @@ func labelledImage(t *testing.T, labels map[string]string, entrypoint ...string)
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "oci")
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"})); err != nil {
+	if err := testimage.WriteLayout(img, dir); err != nil {
 		t.Fatal(err)
 	}
 	return "oci:" + dir + ":latest"

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/internal/testregistry"
 )
 
@@ -13,14 +12,7 @@ import (
 // to pass --insecure, until run is given --insecure (as pull is, and as the
 // SDK passes Config.Insecure).
 func TestRunPullsFromAPlainHTTPRegistryWithInsecure(t *testing.T) {
-	b, err := testimage.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := testregistry.Serve(t, testregistry.PlainHTTPAddr) + "/gvx/test:latest"
-	if err := testregistry.Push(b.Layout, ref); err != nil {
-		t.Fatalf("pushing the test image to the test registry: %v", err)
-	}
+	ref := testregistry.ServeTestImage(t, testregistry.PlainHTTPAddr)
 
 	cache := t.TempDir()
 	_, stderr, code := rungv(t, cache, "run", "-q", ref, "echo", "pulled")

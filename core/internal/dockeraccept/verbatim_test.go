@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"z.gfire.dev/gvx/core/internal/testimage"
 	"z.gfire.dev/gvx/core/internal/testregistry"
 )
 
@@ -148,11 +148,7 @@ func plainDebianImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "oci")
-	out, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := out.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"})); err != nil {
+	if err := testimage.WriteLayout(img, dir); err != nil {
 		t.Fatal(err)
 	}
 	return "oci:" + dir + ":latest"

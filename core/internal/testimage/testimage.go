@@ -303,12 +303,18 @@ func Build() (*Built, error) {
 	return b, nil
 }
 
-func writeOutputs(img v1.Image, dir string) error {
-	p, err := layout.Write(filepath.Join(dir, "oci"), empty.Index)
+// WriteLayout writes img as an OCI layout in dir, tagged latest: the
+// reference "oci:DIR:latest".
+func WriteLayout(img v1.Image, dir string) error {
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"})); err != nil {
+	return p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"}))
+}
+
+func writeOutputs(img v1.Image, dir string) error {
+	if err := WriteLayout(img, filepath.Join(dir, "oci")); err != nil {
 		return err
 	}
 	tag, err := name.NewTag(Tag)
@@ -337,11 +343,7 @@ func WriteDefault(dir, archive string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return err
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": "latest"})); err != nil {
+	if err := WriteLayout(img, dir); err != nil {
 		return err
 	}
 	if archive == "" {

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"z.gfire.dev/gvx/core/internal/testimage"
 )
 
 // PlainHTTPAddr is loopback that, unlike 127.0.0.1, the registry client
@@ -75,4 +77,20 @@ func Push(dir, ref string) error {
 		return err
 	}
 	return remote.Write(tag, img)
+}
+
+// ServeTestImage builds the tests' image (testimage.Build), serves a
+// registry on addr until the test ends and pushes the image to it, and
+// returns its reference.
+func ServeTestImage(t testing.TB, addr string) string {
+	t.Helper()
+	b, err := testimage.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := Serve(t, addr) + "/gvx/test:latest"
+	if err := Push(b.Layout, ref); err != nil {
+		t.Fatalf("pushing the test image to the test registry: %v", err)
+	}
+	return ref
 }
