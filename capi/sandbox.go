@@ -131,9 +131,6 @@ func sandboxExec(h uint64, requestJSON string, stdin []byte, onOutput outputFunc
 	if err := decodeJSON("request", requestJSON, &req); err != nil {
 		return "", nil, nil, err
 	}
-	if err := req.Validate(); err != nil {
-		return "", nil, nil, invalid("request: %v", err)
-	}
 	if req.MaxOutput < 0 {
 		return "", nil, nil, invalid(`request: "max_output" must not be negative`)
 	}
